@@ -1,0 +1,152 @@
+"""The backend contract: allocate, upload, download, free, run a layer.
+
+A backend is one folder under ``engine/backends``. It owns a ``KernelTable`` whose
+registrations are the single source of truth for what it runs natively: they
+drive placement, CPU fallback and the ``ops`` table alike.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.model import Layer
+from engine.ops.base import Meta
+
+
+class BackendType(enum.Enum):
+    """Where a worker runs layers (names as in the reference API)."""
+
+    CPU = "cpu"
+    GPU_COMPUTE = "gpu-compute"
+    GPU_PIXEL = "gpu-pixel"
+
+    @classmethod
+    def parse(cls, text: str | BackendType) -> BackendType:
+        if isinstance(text, BackendType):
+            return text
+        key = text.strip().lower().replace("_", "-")
+        for member in cls:
+            if member.value == key or member.name.lower().replace("_", "-") == key:
+                return member
+        names = ", ".join(m.value for m in cls)
+        raise ValueError(f"unknown backend {text!r}; choose one of {names}")
+
+
+#: check(layer, input metas) -> None if supported, else the reason it is not
+SupportCheck = Callable[[Layer, list[Meta | None]], str | None]
+
+
+@dataclass
+class Kernel:
+    op_type: str
+    since_version: int
+    fn: Callable[..., Any]
+    check: SupportCheck | None = None
+    domain: str = ""
+
+
+class KernelTable:
+    """Versioned kernels of one backend, registered with the ``kernel`` decorator."""
+
+    def __init__(self, backend_name: str):
+        self.backend_name = backend_name
+        self._kernels: dict[tuple[str, str], list[Kernel]] = {}
+
+    def kernel(self, op_type: str, since: int = 1, domain: str = "",
+               check: SupportCheck | None = None):
+        """Decorator registering ``fn`` as the kernel of ``op_type`` from opset ``since`` on."""
+
+        def register(fn):
+            versions = self._kernels.setdefault((domain, op_type), [])
+            versions.append(Kernel(op_type, since, fn, check, domain))
+            versions.sort(key=lambda k: k.since_version)
+            return fn
+
+        return register
+
+    def lookup(self, layer: Layer) -> Kernel | None:
+        domain = "" if layer.domain in ("", "ai.onnx") else layer.domain
+        versions = self._kernels.get((domain, layer.op_type))
+        if not versions:
+            return None
+        opset = layer.opset or 10**9
+        chosen = None
+        for k in versions:
+            if k.since_version <= opset:
+                chosen = k
+        return chosen
+
+    def unsupported_reason(self, layer: Layer, metas: list[Meta | None]) -> str | None:
+        """None if a kernel runs ``layer`` with these inputs, else why not."""
+        k = self.lookup(layer)
+        if k is None:
+            versions = self._kernels.get((layer.domain, layer.op_type))
+            if versions:
+                return f"{layer.op_type} opset {layer.opset} has no {self.backend_name} kernel"
+            return f"{self.backend_name} has no {layer.op_type} kernel"
+        if k.check is not None:
+            try:
+                return k.check(layer, metas)
+            except Exception as exc:  # a check must never take the planner down
+                return f"{self.backend_name} cannot check {layer.op_type}: {exc}"
+        return None
+
+    def op_types(self) -> set[str]:
+        return {op for (_, op) in self._kernels}
+
+
+class Backend(ABC):
+    """One device's memory and kernels. All calls arrive on the engine thread."""
+
+    type: BackendType
+    kernels: KernelTable
+
+    def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
+        """None if this backend runs ``layer`` natively, else the reason for CPU fallback."""
+        return self.kernels.unsupported_reason(layer, metas)
+
+    @abstractmethod
+    def upload(self, array: np.ndarray) -> Any:
+        """Copy a CPU array to a new device handle."""
+
+    @abstractmethod
+    def download(self, handle: Any, meta: Meta) -> np.ndarray:
+        """Blocking copy of a device handle to a new CPU array."""
+
+    def request_download(self, handle: Any, meta: Meta) -> Future:
+        """Start a readback; the future resolves to the CPU array. Default: blocking download."""
+        fut: Future = Future()
+        try:
+            fut.set_result(self.download(handle, meta))
+        except BaseException as exc:  # delivered to whoever waits on the readback
+            fut.set_exception(exc)
+        return fut
+
+    @abstractmethod
+    def free(self, handle: Any) -> None:
+        """Return a handle's memory to the backend (may be reused by later layers)."""
+
+    @abstractmethod
+    def run_layer(self, layer: Layer, inputs: list[Any], in_metas: list[Meta | None],
+                  out_metas: list[Meta]) -> list[Any]:
+        """Record/run ``layer`` on device handles; returns one handle per output."""
+
+    def begin_run(self) -> None:
+        """Called before the first layer of a schedule."""
+
+    def flush(self) -> None:
+        """Submit recorded work (before a CPU fallback reads back, and at the end of a run)."""
+
+    def collect_timings(self) -> dict[str, float] | None:
+        """Per-layer device milliseconds of the last flushed run, if the device measures them."""
+        return None
+
+    def close(self) -> None:
+        """Release every resource."""

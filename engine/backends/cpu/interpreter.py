@@ -1,0 +1,43 @@
+"""Run a Graph on the CPU kernels, layer by layer. Used for subgraphs and constant folding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.backends.cpu.registry import KERNELS
+from engine.errors import KernelError, UnsupportedOpError
+from engine.model import Graph, Layer
+
+
+def run_layer(layer: Layer, inputs: list[Any]) -> list[Any]:
+    """Run one layer on CPU values; returns one value per output."""
+    kernel = KERNELS.lookup(layer)
+    if kernel is None:
+        raise UnsupportedOpError(f"layer {layer.name!r}: the CPU has no {layer.op_type} kernel "
+                                 f"(opset {layer.opset})")
+    try:
+        result = kernel.fn(layer, inputs)
+    except (KernelError, UnsupportedOpError):
+        raise
+    except Exception as exc:
+        raise KernelError(f"layer {layer.name!r} ({layer.op_type}) failed: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    outs = list(result) if isinstance(result, tuple) else [result]
+    n = len(layer.outputs)
+    if len(outs) < n:
+        outs += [None] * (n - len(outs))
+    return outs[:n]
+
+
+def run_graph(graph: Graph, feeds: dict[str, Any], outer: dict[str, Any] | None = None
+              ) -> list[Any]:
+    """Evaluate ``graph`` with ``feeds`` (and names visible from an enclosing graph)."""
+    env: dict[str, Any] = dict(outer or {})
+    env.update(graph.constants)
+    env.update(feeds)
+    for layer in graph.layers:
+        args = [env[name] if name else None for name in layer.inputs]
+        for name, value in zip(layer.outputs, run_layer(layer, args)):
+            if name:
+                env[name] = value
+    return [env[o.name] for o in graph.outputs]

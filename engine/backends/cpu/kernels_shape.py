@@ -1,0 +1,105 @@
+"""Data-movement CPU kernels (NumPy). Output shapes follow ``engine.ops`` shape logic."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.cpu.registry import cpu_kernel
+from engine.model import Layer
+from engine.ops import find_op
+from engine.ops.base import Meta
+
+
+def _infer(layer: Layer, inputs) -> Meta:
+    op = find_op(layer.op_type, layer.domain, layer.opset or 10**9)
+    metas = [None if x is None else Meta.of(np.asarray(x)) for x in inputs]
+    return op.infer(layer, metas)[0]
+
+
+@cpu_kernel("Identity")
+def Identity(layer, inputs):
+    return inputs[0]
+
+
+@cpu_kernel("Constant")
+def Constant(layer, inputs):
+    for key in ("value", "value_float", "value_int", "value_floats", "value_ints",
+                "value_string", "value_strings", "sparse_value"):
+        if key in layer.attributes:
+            v = layer.attributes[key]
+            if key in ("value_float", "value_floats"):
+                return np.array(v, dtype=np.float32)
+            if key in ("value_int", "value_ints"):
+                return np.array(v, dtype=np.int64)
+            if key in ("value_string", "value_strings"):
+                return np.array(v, dtype=object)
+            return np.asarray(v)
+    raise ValueError("Constant has no value attribute")
+
+
+@cpu_kernel("Shape")
+def Shape(layer, inputs):
+    return _infer(layer, inputs).value
+
+
+@cpu_kernel("Reshape")
+def Reshape(layer, inputs):
+    return inputs[0].reshape(_infer(layer, inputs).shape)
+
+
+@cpu_kernel("Flatten")
+def Flatten(layer, inputs):
+    return inputs[0].reshape(_infer(layer, inputs).shape)
+
+
+@cpu_kernel("Squeeze")
+def Squeeze(layer, inputs):
+    return inputs[0].reshape(_infer(layer, inputs).shape)
+
+
+@cpu_kernel("Unsqueeze")
+def Unsqueeze(layer, inputs):
+    return inputs[0].reshape(_infer(layer, inputs).shape)
+
+
+@cpu_kernel("Concat")
+def Concat(layer, inputs):
+    return np.concatenate([x for x in inputs if x is not None], axis=layer.attr("axis"))
+
+
+@cpu_kernel("Transpose")
+def Transpose(layer, inputs):
+    perm = layer.attr("perm") or None
+    return np.ascontiguousarray(np.transpose(inputs[0], perm))
+
+
+@cpu_kernel("Expand")
+def Expand(layer, inputs):
+    return np.ascontiguousarray(np.broadcast_to(inputs[0], _infer(layer, inputs).shape))
+
+
+@cpu_kernel("ConstantOfShape")
+def ConstantOfShape(layer, inputs):
+    value = layer.attr("value")
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    return np.full(tuple(int(v) for v in inputs[0]), value[0], dtype=value.dtype)
+
+
+@cpu_kernel("Tile")
+def Tile(layer, inputs):
+    return np.tile(inputs[0], [int(r) for r in inputs[1]])
+
+
+@cpu_kernel("Gather")
+def Gather(layer, inputs):
+    data, idx = inputs
+    axis = layer.attr("axis", 0)
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)
+    return np.take(data, idx, axis=axis)
+
+
+@cpu_kernel("Cast")
+def Cast(layer, inputs):
+    from engine.onnx_import import onnx_dtype
+
+    return inputs[0].astype(onnx_dtype(layer.attr("to")))

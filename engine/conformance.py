@@ -1,0 +1,105 @@
+"""The ONNX node conformance suite shipped in the onnx package, run through a Worker.
+
+Each case is a one-node model with input/output protobufs; a case passes when every
+output matches within the case's own rtol/atol. The ONNX package only supplies the
+data: results are computed by the engine.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from engine.backends import BackendType
+
+
+@dataclass
+class Case:
+    """One node test: a model and its (inputs, expected outputs) data sets."""
+
+    name: str
+    model: onnx.ModelProto
+    data_sets: list
+    rtol: float
+    atol: float
+
+
+def node_cases() -> list[Case]:
+    """All node test cases of the installed onnx package (built from its case generators)."""
+    from onnx.backend.test.loader import load_model_tests
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        tests = load_model_tests(kind="node")
+    cases = [Case(t.name, t.model, list(t.data_sets or []), float(t.rtol), float(t.atol))
+             for t in tests if t.model is not None]
+    return sorted(cases, key=lambda c: c.name)
+
+
+def _compare(expected, actual, rtol: float, atol: float, where: str) -> None:
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            raise AssertionError(f"{where}: expected a sequence of {len(expected)}, got "
+                                 f"{type(actual).__name__}")
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            _compare(e, a, rtol, atol, f"{where}[{i}]")
+        return
+    if expected is None:
+        if actual is not None:
+            raise AssertionError(f"{where}: expected an empty optional")
+        return
+    actual = np.asarray(actual)
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{where}: shape {list(actual.shape)} != {list(expected.shape)}")
+    if expected.dtype == object or expected.dtype.kind in "USb":
+        if not np.array_equal(actual.astype(object), expected.astype(object)):
+            raise AssertionError(f"{where}: values differ")
+        return
+    if actual.dtype != expected.dtype:
+        raise AssertionError(f"{where}: dtype {actual.dtype} != {expected.dtype}")
+    e = expected.astype(np.float64) if expected.dtype.kind not in "fc" else expected
+    a = actual.astype(np.float64) if actual.dtype.kind not in "fc" else actual
+    if e.dtype.kind == "f" and e.dtype.itemsize < 4:
+        e, a = e.astype(np.float32), a.astype(np.float32)
+    np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=where)
+
+
+def run_case(case: Case, backend: BackendType | str = BackendType.CPU) -> None:
+    """Run one case; raises (AssertionError or an EngineError) if it does not pass."""
+    from engine import ModelLoader, Worker
+
+    proto = case.model
+    model = ModelLoader.from_proto(proto)
+    initializers = {i.name for i in proto.graph.initializer}
+    input_names = [i.name for i in proto.graph.input if i.name not in initializers]
+    model_inputs = {s.name for s in model.inputs}
+    out_names = [o.name for o in proto.graph.output]
+    with Worker(model, backend) as worker:
+        for inputs, expected_outputs in case.data_sets:
+            feeds = {n: v for n, v in zip(input_names, inputs) if n in model_inputs}
+            worker.schedule(feeds)
+            for name, expected in zip(out_names, expected_outputs):
+                actual = worker.peek_output(name).download_to_array()
+                _compare(expected, actual, case.rtol, case.atol, f"output {name!r}")
+
+
+def run_conformance(backend: BackendType | str, pattern: str | None = None,
+                    progress=None) -> dict:
+    """Run every case (optionally those whose name contains ``pattern``)."""
+    cases = [c for c in node_cases() if pattern is None or pattern in c.name]
+    failed, errors = [], {}
+    for i, case in enumerate(cases):
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                run_case(case, backend)
+        except Exception as exc:  # a failing case is data here, not a crash
+            failed.append(case.name)
+            errors[case.name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        if progress:
+            progress(i + 1, len(cases), case.name)
+    return {"backend": BackendType.parse(backend).value, "total": len(cases),
+            "passed": len(cases) - len(failed), "failed": failed, "errors": errors}

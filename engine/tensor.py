@@ -1,0 +1,177 @@
+"""Tensor: data on a backend that may still be being computed, with readback requests."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine import executor
+from engine.ops.base import Meta
+
+
+@dataclass
+class Stored:
+    """Where a tensor's data lives once scheduled: a backend's handle and its metadata."""
+
+    backend: Any  # engine.backends.base.Backend
+    handle: Any
+    meta: Meta
+
+
+def _release(stored_future: Future) -> None:
+    def free_on_engine(fut: Future) -> None:
+        if fut.exception() is None:
+            stored: Stored = fut.result()
+            stored.backend.free(stored.handle)
+
+    stored_future.add_done_callback(lambda f: executor.submit(free_on_engine, f))
+
+
+class Tensor:
+    """A worker's output (or a CPU tensor). Reading it back is explicit, as in the reference API.
+
+    ``readback_request`` starts a non-blocking copy to the CPU; ``is_readback_request_done``
+    polls it; ``readback_and_clone`` blocks; ``readback_and_clone_async`` awaits.
+    """
+
+    def __init__(self, name: str, stored: Future, owns_handle: bool = False):
+        self.name = name
+        self._stored = stored
+        self._readback: Future | None = None
+        if owns_handle:
+            weakref.finalize(self, _release, stored)
+
+    @classmethod
+    def from_array(cls, array: np.ndarray | list, name: str = "") -> Tensor:
+        """A CPU tensor holding ``array`` (already complete)."""
+        fut: Future = Future()
+        meta = Meta.of(array) if isinstance(array, np.ndarray) else Meta((), np.dtype(object), array)
+        fut.set_result(Stored(_CPU, array, meta))
+        t = cls(name, fut)
+        t._readback = Future()
+        t._readback.set_result(array)
+        return t
+
+    # -- metadata -------------------------------------------------------------------------
+    @property
+    def is_scheduled(self) -> bool:
+        """True once the worker has run or recorded the layer producing this tensor."""
+        return self._stored.done()
+
+    def _meta(self) -> Meta:
+        return self._stored.result().meta
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Concrete shape (waits for scheduling, not for the device to finish)."""
+        return self._meta().shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._meta().dtype
+
+    @property
+    def backend_type(self):
+        return self._stored.result().backend.type
+
+    # -- readback -------------------------------------------------------------------------
+    def readback_request(self) -> None:
+        """Start copying the data to the CPU without blocking."""
+        if self._readback is not None:
+            return
+        result: Future = Future()
+        self._readback = result
+
+        def start(stored_future: Future) -> None:
+            exc = stored_future.exception()
+            if exc is not None:
+                result.set_exception(exc)
+                return
+            stored: Stored = stored_future.result()
+            try:
+                inner = stored.backend.request_download(stored.handle, stored.meta)
+            except BaseException as e:  # noqa: BLE001 - delivered to the reader
+                result.set_exception(e)
+                return
+            inner.add_done_callback(lambda f: _copy_future(f, result))
+
+        self._stored.add_done_callback(lambda f: executor.submit(start, f))
+
+    def is_readback_request_done(self) -> bool:
+        """Non-blocking: True when ``readback_and_clone`` will return immediately."""
+        if self._readback is None:
+            return False
+        if not self._readback.done():
+            stored = self._stored.result() if self._stored.done() else None
+            poll = getattr(stored.backend, "poll", None) if stored else None
+            if poll is not None:
+                poll()
+        return self._readback.done()
+
+    def readback_and_clone(self) -> Tensor:
+        """Blocking: a CPU copy of this tensor."""
+        return Tensor.from_array(_copy(self._wait()), self.name)
+
+    async def readback_and_clone_async(self) -> Tensor:
+        """Await the CPU copy without blocking the event loop."""
+        self.readback_request()
+        data = await asyncio.wrap_future(self._readback)
+        return Tensor.from_array(_copy(data), self.name)
+
+    def download_to_array(self) -> np.ndarray:
+        """Blocking: the data as a NumPy array in the model's shape and dtype."""
+        return _copy(self._wait())
+
+    def numpy(self) -> np.ndarray:
+        return self.download_to_array()
+
+    def _wait(self):
+        self.readback_request()
+        return self._readback.result()
+
+    def __repr__(self) -> str:
+        if self._stored.done() and self._stored.exception() is None:
+            m = self._meta()
+            return f"Tensor({self.name!r}, {m.dtype}{list(m.shape)}, {self.backend_type.name})"
+        return f"Tensor({self.name!r}, pending)"
+
+
+def _copy(data):
+    if isinstance(data, np.ndarray):
+        return data.copy()
+    if isinstance(data, list):
+        return [_copy(x) for x in data]
+    return data
+
+
+def _copy_future(src: Future, dst: Future) -> None:
+    if src.exception() is not None:
+        dst.set_exception(src.exception())
+    else:
+        dst.set_result(src.result())
+
+
+class _CpuHolder:
+    """Stands in for the CPU backend on tensors made from arrays (no import cycle)."""
+
+    @property
+    def type(self):
+        from engine.backends.base import BackendType
+
+        return BackendType.CPU
+
+    def request_download(self, handle, meta):
+        f: Future = Future()
+        f.set_result(handle)
+        return f
+
+    def free(self, handle):
+        pass
+
+
+_CPU = _CpuHolder()
