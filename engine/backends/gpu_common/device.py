@@ -1,0 +1,165 @@
+"""The wgpu device, shared by the GPU backends of a process and used from the engine thread only.
+
+Adapter choice: high-performance first; ``ENGINE_GPU_ADAPTER`` (a substring of the adapter's
+name, e.g. ``llvmpipe``) or the ``adapter`` option picks another. Every wgpu error raised
+inside ``gpu_errors()`` becomes an engine ``GPUError``; no adapter becomes
+``BackendUnavailableError`` with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+
+from engine.errors import BackendUnavailableError, GPUError
+
+#: optional features used when the adapter has them
+WANTED_FEATURES = ("timestamp-query", "timestamp-query-inside-encoders",
+                   "timestamp-query-inside-passes", "shader-f16", "subgroup",
+                   "float32-filterable")
+
+_lock = threading.Lock()
+_devices: dict[str, GpuDevice] = {}
+
+
+@contextlib.contextmanager
+def gpu_errors(what: str):
+    """Turn wgpu exceptions raised while doing ``what`` into ``GPUError``."""
+    import wgpu
+
+    try:
+        yield
+    except wgpu.GPUError as exc:
+        first = str(exc).strip().splitlines()
+        detail = " ".join(line.strip() for line in first[:8] if line.strip())
+        raise GPUError(f"{what}: {type(exc).__name__}: {detail}") from exc
+
+
+class GpuDevice:
+    """An adapter, its device and queue, and what they can do."""
+
+    def __init__(self, adapter_name: str | None = None):
+        try:
+            import wgpu
+        except Exception as exc:  # wgpu-native missing or broken
+            raise BackendUnavailableError(f"wgpu cannot be imported: {exc}") from exc
+        self.wgpu = wgpu
+        wanted = adapter_name or os.environ.get("ENGINE_GPU_ADAPTER") or ""
+        try:
+            adapters = wgpu.gpu.enumerate_adapters_sync()
+        except Exception as exc:
+            raise BackendUnavailableError(f"no GPU adapter: {exc}") from exc
+        if not adapters:
+            raise BackendUnavailableError(
+                "no GPU adapter found (install a Vulkan driver, e.g. mesa-vulkan-drivers)")
+        adapter = self._choose(adapters, wanted)
+        self.adapter = adapter
+        self.info = dict(adapter.info)
+        self.name = f"{self.info.get('device', '?')} via {self.info.get('backend_type', '?')}"
+        self.features = {f for f in WANTED_FEATURES if f in adapter.features}
+        limits = adapter.limits
+        self.max_storage_binding = int(limits["max-storage-buffer-binding-size"])
+        self.max_buffer_size = int(limits["max-buffer-size"])
+        self.max_workgroups = int(limits["max-compute-workgroups-per-dimension"])
+        self.max_texture_2d = int(limits["max-texture-dimension-2d"])
+        required_limits = {
+            "max-storage-buffer-binding-size": self.max_storage_binding,
+            "max-buffer-size": self.max_buffer_size,
+            "max-storage-buffers-per-shader-stage":
+                int(limits["max-storage-buffers-per-shader-stage"]),
+        }
+        with gpu_errors("creating the GPU device"):
+            self.device = adapter.request_device_sync(
+                required_features=sorted(self.features), required_limits=required_limits)
+        self.queue = self.device.queue
+        self.lost_reason: str | None = None
+
+    @staticmethod
+    def _choose(adapters, wanted: str):
+        if wanted:
+            for a in adapters:
+                if wanted.lower() in a.summary.lower():
+                    return a
+            names = "; ".join(a.summary for a in adapters)
+            raise BackendUnavailableError(f"no GPU adapter matches {wanted!r} (found: {names})")
+        order = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+        backend_order = {"Vulkan": 0, "Metal": 0, "D3D12": 0, "OpenGL": 2}
+
+        def rank(a):
+            info = a.info
+            return (order.get(info.get("adapter_type"), 4),
+                    backend_order.get(info.get("backend_type"), 1))
+
+        return sorted(adapters, key=rank)[0]
+
+    @property
+    def has_timestamps(self) -> bool:
+        return "timestamp-query" in self.features
+
+    # -- buffers and readback ---------------------------------------------------------------
+    def read_buffer_async(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
+                          offset: int = 0) -> Future:
+        """Copy ``src`` to a staging buffer and map it; the future gets the array.
+
+        The copy is submitted now; the mapping completes on wgpu's own poll thread, so the
+        caller can poll ``future.done()`` without blocking.
+        """
+        wgpu = self.wgpu
+        fut: Future = Future()
+        size = max(4, (nbytes + 3) // 4 * 4)
+        with gpu_errors("reading a tensor back"):
+            staging = self.device.create_buffer(
+                size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            enc = self.device.create_command_encoder()
+            enc.copy_buffer_to_buffer(src, offset, staging, 0, size)
+            self.queue.submit([enc.finish()])
+            promise = staging.map_async(wgpu.MapMode.READ)
+
+        def done(_):
+            try:
+                data = staging.read_mapped(copy=True)
+                staging.unmap()
+                arr = np.frombuffer(data, dtype=np.uint8)[:nbytes].view(dtype).reshape(shape)
+                fut.set_result(arr.copy())
+            except Exception as exc:  # delivered to the reader
+                fut.set_exception(GPUError(f"readback failed: {exc}"))
+
+        def failed(err):
+            fut.set_exception(GPUError(f"readback failed: {err}"))
+
+        self._attach_sync(promise, done, failed, fut)
+        return fut
+
+    def _attach_sync(self, promise, done, failed, fut: Future) -> None:
+        """Resolve ``fut`` from a helper thread waiting on the promise (no event loop needed)."""
+
+        def wait():
+            try:
+                promise.sync_wait()
+            except Exception as exc:
+                failed(exc)
+                return
+            if not fut.done():
+                done(None)
+
+        threading.Thread(target=wait, name="gpu-readback", daemon=True).start()
+
+    def read_buffer(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
+                    offset: int = 0) -> np.ndarray:
+        """Blocking readback of ``src``."""
+        return self.read_buffer_async(src, nbytes, dtype, shape, offset).result()
+
+
+def get_device(adapter_name: str | None = None) -> GpuDevice:
+    """The process-wide device for ``adapter_name`` (created on first use)."""
+    key = adapter_name or os.environ.get("ENGINE_GPU_ADAPTER") or ""
+    with _lock:
+        dev = _devices.get(key)
+        if dev is None:
+            dev = GpuDevice(adapter_name)
+            _devices[key] = dev
+        return dev
