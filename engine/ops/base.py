@@ -64,6 +64,8 @@ def register_op(cls: type[Op]) -> type[Op]:
     if "since_version" not in cls.__dict__ and m and m.group(2):
         cls.since_version = int(m.group(2))
     versions = _OPS.setdefault((cls.domain, cls.op_type), [])
+    if any(v.since_version == cls.since_version for v in versions):
+        raise RuntimeError(f"shape logic of {cls.op_type} v{cls.since_version} registered twice")
     versions.append(cls)
     versions.sort(key=lambda c: c.since_version)
     return cls

@@ -1,0 +1,53 @@
+"""Test set-up: offscreen Qt, a private XDG runtime dir, and the GPU-adapter policy.
+
+GPU tests need a wgpu adapter (lavapipe in CI). In CI (``CI`` set) a missing adapter
+is a failure; elsewhere those tests are skipped with the reason printed.
+"""
+
+import os
+import tempfile
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    _rt = tempfile.mkdtemp(prefix="xdg-")
+    os.chmod(_rt, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = _rt
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+_ADAPTER: tuple[bool, str] | None = None
+
+
+def gpu_adapter_status() -> tuple[bool, str]:
+    """(available, reason) for a wgpu adapter, probed once."""
+    global _ADAPTER
+    if _ADAPTER is None:
+        try:
+            from engine.backends.gpu_common import get_device
+
+            dev = get_device()
+            _ADAPTER = (True, dev.name)
+        except Exception as exc:  # report, never crash collection
+            _ADAPTER = (False, f"{type(exc).__name__}: {exc}")
+    return _ADAPTER
+
+
+@pytest.fixture
+def require_gpu():
+    """Use in GPU tests: fails in CI without an adapter, skips (with the reason) elsewhere."""
+    ok, reason = gpu_adapter_status()
+    if not ok:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must have a GPU adapter (lavapipe): {reason}")
+        print(f"\nskipping GPU test: no adapter ({reason})")
+        pytest.skip(f"no GPU adapter: {reason}")
+    return reason
+
+
+@pytest.fixture
+def rng():
+    """Fresh random data every run; the seed is printed so a failure can be replayed."""
+    seed = int.from_bytes(os.urandom(4), "little")
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)
