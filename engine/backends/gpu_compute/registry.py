@@ -30,8 +30,10 @@ def concrete(meta: Meta | None) -> bool:
     return meta is not None and all(isinstance(d, int) for d in meta.shape)
 
 
-def common_reason(layer: Layer, metas: list[Meta | None], dtypes, inputs) -> str | None:
-    """Dtype, rank and binding-size checks of the inputs named by ``inputs`` (None: all)."""
+def common_reason(layer: Layer, metas: list[Meta | None], dtypes, inputs,
+                  big_ok=()) -> str | None:
+    """Dtype, rank and binding-size checks of the inputs named by ``inputs`` (None: all);
+    inputs in ``big_ok`` may exceed one binding (their kernel splits them)."""
     idx = range(len(metas)) if inputs is None else [i for i in inputs if i < len(metas)]
     for i in idx:
         m = metas[i]
@@ -44,20 +46,22 @@ def common_reason(layer: Layer, metas: list[Meta | None], dtypes, inputs) -> str
             return f"{layer.op_type} runs on {names} on the GPU, input {i} is {m.dtype}"
         if len(m.shape) > LIMITS["max_rank"]:
             return f"rank {len(m.shape)} exceeds the GPU kernels' {LIMITS['max_rank']}"
-        if concrete(m) and storage_bytes(m) > LIMITS["max_binding"]:
+        if i not in big_ok and concrete(m) and storage_bytes(m) > LIMITS["max_binding"]:
             return (f"input {i} ({storage_bytes(m) >> 20} MiB) exceeds the adapter's "
                     f"storage-buffer binding limit ({LIMITS['max_binding'] >> 20} MiB)")
     return None
 
 
-def gpu_kernel(op_type: str, since: int = 1, *, dtypes=F32, inputs=(0,), check=None):
+def gpu_kernel(op_type: str, since: int = 1, *, dtypes=F32, inputs=(0,), check=None,
+               big_ok=()):
     """Register a kernel. ``dtypes``/``inputs``: allowed dtypes of those inputs (None: any
-    dtype the GPU holds, all inputs); ``check(layer, metas)`` adds op-specific reasons."""
+    dtype the GPU holds, all inputs); ``check(layer, metas)`` adds op-specific reasons;
+    ``big_ok``: inputs the kernel splits when they exceed one storage binding."""
 
     def full_check(layer, metas):
-        reason = common_reason(layer, metas, dtypes, inputs)
+        reason = common_reason(layer, metas, dtypes, inputs, big_ok)
         if reason is None and inputs is not None:
-            reason = common_reason(layer, metas, None, None)
+            reason = common_reason(layer, metas, None, None, big_ok)
         if reason is None and check is not None:
             reason = check(layer, metas)
         return reason
