@@ -22,6 +22,7 @@ from engine.backends.gpu_compute.registry import KERNELS, LIMITS
 from engine.backends.gpu_compute.timestamps import Timestamps
 from engine.errors import GPUError, KernelError
 from engine.model import Layer
+from engine.ops import op_for
 from engine.ops.base import Meta
 
 #: largest workgroup count per dispatch dimension that WebGPU guarantees
@@ -212,6 +213,11 @@ class GpuComputeBackend(Backend):
         return self._encoder
 
     # -- the Backend contract ---------------------------------------------------------------
+    def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
+        if op_for(layer) is None:  # outputs are allocated from the op's shape logic
+            return f"{layer.op_type} has no shape logic to size its GPU outputs"
+        return KERNELS.unsupported_reason(layer, metas)
+
     def begin_run(self) -> None:
         if self._timestamps:
             self._timestamps.begin_run()

@@ -79,7 +79,7 @@ def run_unary(ctx, x, out_meta, expr: str, t: str, u: str, params=(0.0, 0.0, 0.0
     y = ctx.tensor(out_meta)
     n = size_of(out_meta.shape)
     if n:
-        a, b, c = (float(v) for v in params)
+        a, b, c = (float(v) for v in (tuple(params) + (0.0, 0.0, 0.0))[:3])
         ctx.dispatch(Program.of("unary.wgsl", T=t, U=u, expr=expr), [x, y],
                      pack(n, a, b, c), -(-n // WG))
     return y
