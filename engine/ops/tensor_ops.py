@@ -162,6 +162,11 @@ class Cast(Op):
 
 
 @register_op
+class BitCast(Cast):
+    pass
+
+
+@register_op
 class CastLike(Op):
     def infer(self, layer: Layer, inputs):
         return [Meta(inputs[0].shape, inputs[1].dtype)]
