@@ -56,3 +56,8 @@ class Scatter(_LikeData):
 @register_op
 class ScatterND(_LikeData):
     pass
+
+
+@register_op
+class TensorScatter(_LikeData):
+    pass
