@@ -127,5 +127,6 @@ def run_conformance(backend: BackendType | str, pattern: str | None = None,
             errors[case.name] = f"{type(exc).__name__}: {str(exc)[:300]}"
         if progress:
             progress(i + 1, len(cases), case.name)
+    passing = [c.name for c in cases if c.name not in errors]
     return {"backend": BackendType.parse(backend).value, "total": len(cases),
-            "passed": len(cases) - len(failed), "failed": failed, "errors": errors}
+            "passed": len(passing), "failed": failed, "passing": passing, "errors": errors}
