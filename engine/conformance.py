@@ -48,6 +48,10 @@ def to_value(v):
     if isinstance(v, onnx.SequenceProto):
         return [to_value(x) for x in numpy_helper.to_list(v)]
     if isinstance(v, onnx.OptionalProto):
+        fields = ("tensor_value", "sparse_tensor_value", "sequence_value", "map_value",
+                  "optional_value")
+        if not any(v.HasField(f) for f in fields):
+            return None  # an empty optional
         return to_value(numpy_helper.to_optional(v))
     if isinstance(v, list):
         return [to_value(x) for x in v]
