@@ -95,7 +95,9 @@ def Einsum(layer, inputs):
     mapping = {c: next(free) for c in sorted(used) if not c.isascii()}
     fix = lambda t: "".join(mapping.get(c, c) for c in t)
     eq = ",".join(fix(t) for t in terms) + "->" + fix(out)
-    return same(inputs[0], np.einsum(eq, *inputs))
+    # NumPy's einsum has no loops for ml_dtypes types (bfloat16): compute in float32
+    args = [x.astype(np.float32) if x.dtype.kind == "V" else x for x in inputs]
+    return same(inputs[0], np.einsum(eq, *args))
 
 
 @cpu_kernel("Det")

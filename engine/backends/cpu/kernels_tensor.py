@@ -57,7 +57,11 @@ def SpaceToDepth(layer, inputs):
     x = inputs[0]
     n, c, h, w = x.shape
     b = int(layer.attr("blocksize"))
-    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    y = x.reshape(n, c, h // b, b, w // b, b)
+    if layer.attr("mode", "DCR") == "CRD":  # opset 28: channel-major blocks
+        y = y.transpose(0, 1, 3, 5, 2, 4)
+    else:
+        y = y.transpose(0, 3, 5, 1, 2, 4)
     return np.ascontiguousarray(y.reshape(n, c * b * b, h // b, w // b))
 
 
@@ -110,8 +114,9 @@ def _dropout(layer, inputs, ratio, training, seed):
     if not training or ratio == 0:
         mask = np.ones(x.shape, dtype=mask_dtype)
         return (x, mask) if want_mask else x
-    rng = np.random.default_rng(seed)
-    keep = rng.uniform(size=x.shape) >= ratio
+    # a seeded Mersenne Twister, so a given seed gives the same mask as other NumPy tools
+    rng = np.random.RandomState(seed)
+    keep = rng.uniform(0, 1.0, x.shape) >= ratio
     y = (x * keep / (1.0 - ratio)).astype(x.dtype)
     return (y, keep.astype(mask_dtype)) if want_mask else y
 
