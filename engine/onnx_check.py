@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import onnx
+import onnx.inliner
 
 from engine.errors import ModelLoadError
 

@@ -66,7 +66,8 @@ class Expander:
         if body is None:
             return None
         layers, value_info = self.instantiate(layer, body, graph)
-        scratch = Graph(layers, [], [], {}, dict(graph.value_info))
+        # the scratch graph sees the parent's specs, for the input types of nested bodies
+        scratch = Graph(layers, graph.inputs, [], graph.constants, dict(graph.value_info))
         scratch.value_info.update(value_info)
         count = self.count
         if not self.graph(scratch, depth + 1):
