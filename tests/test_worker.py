@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pytest
-from modelgen import F, I64, model
+from modelgen import I64, F, model
 from onnx import helper
 
 from engine import EngineError, InputError, KernelError, ModelLoader, Tensor, Worker, executor
