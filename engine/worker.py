@@ -129,24 +129,15 @@ class Worker:
         return self
 
     def schedule_iterable(self, inputs: dict[str, Any] | np.ndarray | Tensor) -> Iterator[Layer]:
-        """Schedule one layer per step; yields each layer after it has been scheduled."""
+        """Schedule one layer per step; yields each layer after it has been scheduled.
+
+        Inputs are checked at once (as in ``schedule``). Closing or dropping the iterator
+        before the end fails the run's outputs with an EngineError instead of leaving them
+        pending forever.
+        """
         feeds = self._check_inputs(inputs)
         steps, finish = self._start_run(feeds)
-        done: Future = Future()
-        try:
-            while True:
-                layer = executor.call(next, steps, None)
-                if layer is None:
-                    break
-                yield layer
-            done.set_result(None)
-        except BaseException as exc:
-            done.set_exception(exc)
-            raise
-        finally:
-            if not done.done():
-                done.set_exception(EngineError("schedule_iterable was abandoned before the end"))
-            finish(done)
+        return _Steps(steps, finish)
 
     def peek_output(self, name: str | None = None) -> Tensor:
         """The output tensor of the last scheduled run (first output when ``name`` is None)."""
@@ -233,15 +224,17 @@ class Worker:
             return
         # device times resolve once the GPU has finished: the profile is published then,
         # and its total becomes the latency until the device was done
-        t_end = time.perf_counter() - total_ms * 1e-3
+        t_start = time.perf_counter() - total_ms * 1e-3
+        published: Future = Future()
 
         def publish(fut: Future) -> None:
-            profile.total_ms = max(profile.total_ms, (time.perf_counter() - t_end) * 1e3)
+            profile.total_ms = max(profile.total_ms, (time.perf_counter() - t_start) * 1e3)
             if fut.exception() is None:
                 _apply_device_times(profile, fut.result())
             self._last_profile = profile
+            published.set_result(None)
 
-        self._pending_profile = device
+        self._pending_profile = published
         device.add_done_callback(publish)
 
     @property
@@ -325,6 +318,50 @@ def _apply_device_times(profile: Profile, device: dict[str, float] | None) -> No
     for t in profile.layers:
         if device and t.name in device and not t.fallback:
             t.ms, t.source = device[t.name], "gpu-timestamp"
+
+
+class _Steps:
+    """The iterator of ``schedule_iterable``: one layer per ``next``, on the engine thread."""
+
+    def __init__(self, steps: Iterator[Layer], finish: Callable[[Future], None]):
+        self._steps, self._finish, self._done = steps, finish, False
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __next__(self) -> Layer:
+        if self._done:
+            raise StopIteration
+        try:
+            layer = executor.call(next, self._steps, None)
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        if layer is None:
+            self._end(None)
+            raise StopIteration
+        return layer
+
+    def close(self) -> None:
+        """Stop scheduling; outputs not computed yet fail with an EngineError."""
+        if not self._done:
+            executor.call(self._steps.close)
+            self._end(EngineError("schedule_iterable was abandoned before the end"))
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown; nothing is waiting then
+            pass
+
+    def _end(self, exc: BaseException | None) -> None:
+        self._done = True
+        done: Future = Future()
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
+        self._finish(done)
 
 
 def _meta_of(value: Any) -> Meta:
