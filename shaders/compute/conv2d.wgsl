@@ -1,6 +1,7 @@
 // 2-D convolution as an implicit GEMM: every invocation computes 4 output channels x 4 output
 // pixels, gathering input pixels on the fly (no im2col buffer). Weights are pre-packed as
-// [Cg*KH*KW][M4] so one vec4 load yields the 4 channels' weights for one tap. Needs the
+// [M4/4][Cg*KH*KW] vec4s: one load yields 4 channels' weights for one tap, and every
+// invocation streams through contiguous memory. Needs the
 // channels-per-group count to be a multiple of 4 (all 4 channels share a group).
 struct Params {
     C: i32, H: i32, W: i32, M: i32,
@@ -46,17 +47,16 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
-    let mq = m0 / 4;
-    let wstride = p.M4 / 4;
+    let kk = p.Cg * p.KH * p.KW;
     let HW = p.H * p.W;
-    var k = 0;
+    var k = (m0 / 4) * kk;
     for (var c = 0; c < p.Cg; c++) {
         let base = (n * p.C + grp * p.Cg + c) * HW;
         for (var kh = 0; kh < p.KH; kh++) {
             let ih = ih0 + vec4<i32>(kh * p.dh);
             for (var kw = 0; kw < p.KW; kw++) {
                 let iw = iw0 + vec4<i32>(kw * p.dw);
-                let wv = w[k * wstride + mq];
+                let wv = w[k];
                 k++;
                 acc0 += tap(base, ih.x, iw.x) * wv;
                 acc1 += tap(base, ih.y, iw.y) * wv;

@@ -7,6 +7,7 @@ that, where the adapter has ``timestamp-query``, every layer gets GPU begin/end 
 
 from __future__ import annotations
 
+import os
 import struct
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -63,11 +64,15 @@ class GpuComputeBackend(Backend):
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
+        #: "im2col" (then matmul) suits CPU adapters; "implicit" GEMM suits real GPUs
+        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or (
+            "im2col" if self.gpu.info.get("adapter_type") == "CPU" else "implicit")
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()
         self._bind_groups: OrderedDict[tuple, Any] = OrderedDict()
         self._packed: dict[tuple, tuple[Any, GpuTensor]] = {}
+        self._packed_host: dict[tuple, tuple[Any, np.ndarray]] = {}
         self._constants: dict[str, np.ndarray] = {}
         self._layer: str | None = None
         self._dry = None  # a planning.DryRun while prepare() walks the plan
@@ -120,10 +125,16 @@ class GpuComputeBackend(Backend):
             return None
         key = (name, kind)
         hit = self._packed.get(key)
-        if hit is None or hit[0] is not value:
-            hit = (value, self.upload(transform(value)))
-            self._packed[key] = hit
-        return hit[1]
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        host = self._packed_host.get(key)
+        if host is None or host[0] is not value:
+            host = self._packed_host[key] = (value, transform(value))
+        if self._dry is not None:  # planning: account for the memory, upload at the first run
+            return self.tensor(Meta.of(host[1]))
+        self._packed[key] = (value, self.upload(host[1]))
+        del self._packed_host[key]
+        return self._packed[key][1]
 
     def free(self, handle: Any) -> None:
         if self._closed or not isinstance(handle, GpuTensor) or handle.alloc is None:

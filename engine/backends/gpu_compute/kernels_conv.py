@@ -14,7 +14,7 @@ from engine.backends.gpu_compute.kernels_matmul import (
 )
 from engine.backends.gpu_compute.kernels_movement import strided_copy
 from engine.backends.gpu_compute.pipelines import Program
-from engine.backends.gpu_compute.registry import F32, gpu_kernel, out_size_reason
+from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import size_of
 from engine.ops.base import Meta
 
@@ -83,9 +83,10 @@ def _pack_weights(w: np.ndarray) -> np.ndarray:
     m = w.shape[0]
     k = size_of(w.shape[1:])
     m4 = -(-m // 4) * 4
-    packed = np.zeros((k, m4), np.float32)
-    packed[:, :m] = w.reshape(m, k).T
-    return packed
+    packed = np.zeros((m4, k), np.float32)
+    packed[:m] = w.reshape(m, k)
+    # [M4/4][K][4]: the 4 channels of a quad side by side for each tap
+    return np.ascontiguousarray(packed.reshape(m4 // 4, 4, k).transpose(0, 2, 1))
 
 
 @gpu_kernel("Conv", dtypes=F32, inputs=(0, 1, 2), check=_conv_check)
@@ -107,14 +108,17 @@ def Conv(ctx, layer, ins, metas, out_metas):
                None if bias is None else Operand(bias, 1, 0), act=act)
         return [y]
     mg = M // groups
+    if ctx.conv_strategy == "im2col" and C // groups > 1:
+        _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y)
+        return [y]
     if mg % 4 == 0:
         k = size_of(w.shape[1:])
         m4 = -(-M // 4) * 4
         packed = ctx.constant(layer, 1, w, "conv-pack", _pack_weights)
         temp = None
         if packed is None:  # weights computed at run time: re-lay them out on the GPU
-            temp = packed = ctx.tensor(Meta((k, m4), np.dtype(np.float32)))
-            strided_copy(ctx, ins[1], packed, [M, k], [k, 1], [1, m4])
+            temp = packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
+            strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
         ctx.dispatch(Program.of("conv2d.wgsl", act=act[0]),
                      [ins[0], packed, bias if bias is not None else ins[0], y],
                      _params(x, out, geo, groups, bias is not None, act, m4),
@@ -127,6 +131,31 @@ def Conv(ctx, layer, ins, metas, out_metas):
                  _params(x, out, geo, groups, bias is not None, act),
                  (-(-P // 256), M, N))
     return [y]
+
+
+def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
+    """Per image, group and chunk of output pixels: im2col into a scratch buffer, then matmul."""
+    N, C, M = x.shape[0], x.shape[1], out.shape[1]
+    H, W = _hw(x.shape)
+    OH, OW = _hw(out.shape)
+    P, cg, mg = OH * OW, C // groups, M // groups
+    K = cg * geo["KH"] * geo["KW"]
+    chunk = max(4, min(P, LIMITS["max_binding"] // 8 // K) // 4 * 4)
+    bias = ins[2] if len(ins) > 2 else None
+    for n in range(N):
+        for g in range(groups):
+            for p0 in range(0, P, chunk):
+                cols = min(chunk, P - p0)
+                col = ctx.tensor(Meta((K, cols), np.dtype(np.float32)))
+                params = pack(K * cols, cols, p0, (n * C + g * cg) * H * W, H, W, OW, geo["KH"],
+                              geo["KW"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
+                              geo["dw"], 0)
+                ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
+                             -(-K * cols // 256))
+                matmul(ctx, Operand(ins[1], K, 1, off=g * mg * K), Operand(col, cols, 1), y,
+                       mg, cols, K, 1, None if bias is None else Operand(bias, 1, 0, off=g * mg),
+                       act=act, ldc=P, c_off=(n * M + g * mg) * P + p0)
+                ctx.free(col)
 
 
 def _convt_check(layer, metas):

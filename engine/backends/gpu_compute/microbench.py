@@ -60,7 +60,7 @@ def bench_conv(backend, repeat: int) -> dict[str, float]:
     """ResNet-like 3x3 and 1x1 convolutions through the engine's Conv kernel."""
     rng = np.random.default_rng(1)
     out = {}
-    for c, m, hw, k in ((64, 64, 56, 3), (256, 64, 56, 1), (128, 128, 28, 3)):
+    for c, m, hw, k in ((64, 64, 56, 3), (256, 512, 14, 1), (256, 256, 14, 3)):
         x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
         w = (rng.standard_normal((m, c, k, k)) * 0.1).astype(np.float32)
         layer = Layer("conv", "Conv", ["x", "w"], ["y"],
@@ -68,13 +68,15 @@ def bench_conv(backend, repeat: int) -> dict[str, float]:
                        "dilations": [1, 1], "group": 1, "auto_pad": "NOTSET"}, opset=13)
         hx, hw_ = backend.upload(x), backend.upload(w)
         meta = Meta((1, m, hw, hw), np.dtype(np.float32))
-        holder = []
-        name = f"Conv {k}x{k} {c}->{m} @{hw}x{hw}"
-        ms = _time(backend, name, lambda: holder.append(backend.run_layer(
-            layer, [hx, hw_], [Meta.of(x), Meta.of(w)], [meta])[0]), repeat)
-        y = backend.download(holder[-1], meta)
-        _check(y, _conv_ref(x, w, k // 2), name)
-        out[name] = 2 * m * c * k * k * hw * hw / ms / 1e6
+        for strategy in ("implicit", "im2col"):
+            backend.conv_strategy = strategy
+            holder = []
+            name = f"Conv {k}x{k} {c}->{m} @{hw}x{hw} ({strategy})"
+            ms = _time(backend, name, lambda: holder.append(backend.run_layer(
+                layer, [hx, hw_], [Meta.of(x), Meta.of(w)], [meta])[0]), repeat)
+            y = backend.download(holder[-1], meta)
+            _check(y, _conv_ref(x, w, k // 2), name)
+            out[name] = 2 * m * c * k * k * hw * hw / ms / 1e6
     return out
 
 
