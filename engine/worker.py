@@ -24,7 +24,7 @@ from engine.model import Layer, Model, TensorSpec
 from engine.ops import op_for
 from engine.ops.base import Meta
 from engine.profile import LayerTiming, Profile
-from engine.tensor import Stored, Tensor
+from engine.tensor import Stored, Tensor, free_released
 
 ProgressCallback = Callable[[str, float], None]
 
@@ -168,6 +168,7 @@ class Worker:
 
     def _run(self, feeds: dict[str, Any], futures: dict[str, Future]) -> Iterator[Layer]:
         backend, cpu = self._backend, self._cpu
+        free_released()
         slots: dict[str, _Slot] = {n: _Slot(_meta_of(v), cpu=v) for n, v in feeds.items()}
         slots.update(self._const_slots)
         timings: list[LayerTiming] = []
@@ -305,6 +306,7 @@ class Worker:
             return
         self._closed = True
         if self._backend is not self._cpu:
+            executor.call(free_released)
             executor.call(self._backend.close)
 
     def __enter__(self) -> Worker:

@@ -40,7 +40,8 @@ ACTIVATIONS = {
 #: float-only maths
 FLOAT_MATH = {
     "Exp": "exp(x)", "Log": "log(x)", "Sqrt": "sqrt(x)", "Reciprocal": "1.0 / x",
-    "Sin": "sin(x)", "Cos": "cos(x)", "Tan": "tan(x)", "Asin": "asin(x)", "Acos": "acos(x)",
+    "Sin": "sin(x)", "Cos": "cos(x)", "Tan": "tan(x)",
+    "Asin": "atan2(x, sqrt((1.0 - x) * (1.0 + x)))", "Acos": "atan2(sqrt((1.0 - x) * (1.0 + x)), x)",
     "Atan": "atan(x)", "Sinh": "sinh(x)", "Cosh": "cosh(x)", "Asinh": "asinh(x)",
     "Acosh": "acosh(x)", "Atanh": "atanh(x)", "Ceil": "ceil(x)", "Floor": "floor(x)",
     "Round": "round(x)", "Erf": "erf_f(x)",
@@ -167,15 +168,26 @@ gpu_kernel("Identity", dtypes=None, inputs=None)(_identity)
 
 
 def _dropout_check(layer, metas):
-    if len(layer.outputs) > 1 and layer.outputs[1]:
-        return "Dropout's mask output is computed on the CPU"
-    if len(metas) > 2 and metas[2] is not None and (metas[2].value is None or
-                                                    bool(np.asarray(metas[2].value))):
+    training = metas[2] if len(metas) > 2 else None
+    if training is not None and (training.value is None or bool(np.asarray(training.value))):
+        return "Dropout in training mode runs on the CPU"
+    if layer.attr("is_test", 1) == 0:
         return "Dropout in training mode runs on the CPU"
     return None
 
 
-gpu_kernel("Dropout", dtypes=None, inputs=(0,), check=_dropout_check)(_identity)
+@gpu_kernel("Dropout", dtypes=None, inputs=(0,), check=_dropout_check)
+def Dropout(ctx, layer, ins, metas, out_metas):
+    """Inference: the identity, and a mask of all True when one is asked for."""
+    outs = [ctx.view(ins[0], out_metas[0].shape)]
+    if len(out_metas) > 1:
+        from engine.backends.gpu_compute.kernels_shape import fill
+
+        mask = ctx.tensor(out_metas[1])
+        fill(ctx, mask, out_metas[1], True)
+        outs.append(mask)
+    return outs
+
 
 # -- binary ----------------------------------------------------------------------------------
 _INT_MOD = "select(a % b, a % b + b, (a % b != a - a) && ((a % b < a - a) != (b < a - a)))"
