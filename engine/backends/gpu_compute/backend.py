@@ -21,7 +21,7 @@ from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_by
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
 from engine.backends.gpu_compute.registry import KERNELS, LIMITS
 from engine.backends.gpu_compute.timestamps import Timestamps
-from engine.errors import GPUError, KernelError
+from engine.errors import BackendUnavailableError, GPUError, KernelError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
@@ -52,15 +52,23 @@ class GpuComputeBackend(Backend):
     type = BackendType.GPU_COMPUTE
     kernels = KERNELS
 
-    def __init__(self, adapter: str | None = None, timestamps: bool = True):
-        self.gpu = get_device(adapter)
+    def __init__(self, adapter: str | None = None, timestamps: bool = True,
+                 max_binding: int | None = None):
+        """``adapter``: substring of the adapter name (default: ``ENGINE_GPU_ADAPTER``, else
+        high-performance first); ``max_binding``: lower the storage-binding limit (to plan
+        for a smaller GPU); ``timestamps``: per-layer GPU timing where the adapter has it."""
+        try:
+            self.gpu = get_device(adapter)
+        except BackendUnavailableError as exc:
+            raise BackendUnavailableError(f"GPU_COMPUTE unavailable: {exc}") from exc
         wgpu = self.gpu.wgpu
         self.device, self.queue = self.gpu.device, self.gpu.queue
-        LIMITS["max_binding"] = self.gpu.max_storage_binding
+        LIMITS["max_binding"] = min(self.gpu.max_storage_binding,
+                                    max_binding or self.gpu.max_storage_binding)
         self._storage_usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                                | wgpu.BufferUsage.COPY_DST)
         self._uniform_usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        self.pool = BufferPool(self._new_buffer, self.gpu.max_storage_binding)
+        self.pool = BufferPool(self._new_buffer, LIMITS["max_binding"])
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
