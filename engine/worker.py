@@ -257,7 +257,7 @@ class Worker:
         return getattr(self._backend, "peak_memory_bytes", None)
 
     def _on_cpu(self, slot: _Slot) -> Any:
-        if slot.cpu is None:
+        if slot.cpu is None and slot.dev is not None:  # (an empty optional is None on the CPU)
             self._backend.flush()
             slot.cpu = self._backend.download(slot.dev, slot.meta)
             slot.meta = Meta(slot.meta.shape, slot.meta.dtype, slot.cpu)

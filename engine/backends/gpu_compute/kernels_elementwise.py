@@ -164,7 +164,13 @@ def _identity(ctx, layer, ins, metas, out_metas):
     return [ctx.view(ins[0], out_metas[0].shape)]
 
 
-gpu_kernel("Identity", dtypes=None, inputs=None)(_identity)
+def _identity_check(layer, metas):
+    if not metas or metas[0] is None:
+        return "Identity of an empty optional or unknown value runs on the CPU"
+    return None
+
+
+gpu_kernel("Identity", dtypes=None, inputs=None, check=_identity_check)(_identity)
 
 
 def _dropout_check(layer, metas):

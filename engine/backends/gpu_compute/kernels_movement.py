@@ -204,4 +204,5 @@ def SpaceToDepth(ctx, layer, ins, metas, out_metas):
     n, c, h, w = metas[0].shape
     bs = int(layer.attr("blocksize"))
     shape = (n, c, h // bs, bs, w // bs, bs)
-    return [transpose(ctx, ins[0], shape, (0, 3, 5, 1, 2, 4), out_metas[0])]
+    perm = (0, 1, 3, 5, 2, 4) if layer.attr("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
+    return [transpose(ctx, ins[0], shape, perm, out_metas[0])]
