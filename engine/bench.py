@@ -4,8 +4,8 @@ onnxruntime in the same process with the same thread count.
 Each model is warmed up first (compiles/loads kernels, touches memory). Timed runs of the
 engine and of onnxruntime alternate in a few blocks, so a load change on a shared machine
 hits both sides alike and the ratio stays meaningful; blocks rather than single runs keep
-onnxruntime's spinning pool threads from eating into the engine's runs. onnxruntime is a yardstick only: it never
-computes an engine result.
+onnxruntime's spinning pool threads from eating into the engine's runs. onnxruntime is a
+yardstick only: it never computes an engine result.
 """
 
 from __future__ import annotations

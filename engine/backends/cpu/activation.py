@@ -18,6 +18,13 @@ _CODES = {"Relu": ACT_RELU, "LeakyRelu": ACT_LEAKY, "Clip": ACT_CLIP, "Sigmoid":
           "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH}
 
 
+def carr(a: np.ndarray, dtype=None) -> np.ndarray:
+    """``a`` as a C-contiguous, writable array: the one array type the Numba kernels are
+    compiled (and warmed up) for. Read-only constants would otherwise get their own compile."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
+
+
 def activation_of(layer: Layer) -> tuple[int, float, float]:
     """(code, p0, p1) of the layer's fused activation; (ACT_NONE, 0, 0) when there is none."""
     name = layer.attr("activation")
@@ -70,7 +77,7 @@ def epilogue_fn(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float,
     if bias is None and act[0] == ACT_NONE:
         return None
     dt = y2d.dtype
-    b = np.zeros(0, dt) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=dt)
+    b = np.zeros(0, dt) if bias is None else carr(bias.reshape(-1), dt)
     params = np.array(act[1:], dtype=dt)
     cols = y2d.shape[1]
     return lambda r0, r1, c0=0, c1=cols: bias_act_rows(y2d, b, act[0], params, r0, r1, c0, c1)

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import activation_of, epilogue, epilogue_fn
+from engine.backends.cpu.activation import activation_of, carr, epilogue, epilogue_fn
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
@@ -166,11 +166,11 @@ def Conv(layer, inputs):
     out = np.empty((N, M, *g.out_shape), x.dtype)
     P = int(np.prod(g.out_shape))
     out3 = out.reshape(N, M, P)
-    x = np.ascontiguousarray(x)
+    x = carr(x)
     act = activation_of(layer)
     if g.rank == 2 and group == C and w.shape[1] == 1:
         gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
-        w3 = np.ascontiguousarray(w.reshape(M, *g.kernel))
+        w3 = carr(w.reshape(M, *g.kernel))
         for n in range(N):
             epi = epilogue_fn(out3[n], bias, act)
 

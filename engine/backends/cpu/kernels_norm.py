@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
@@ -51,7 +52,7 @@ def BatchNormalization(layer, inputs):
     shift = beta.astype(np.float64) - use_mean * scale
     N, C = x.shape[:2]
     out = np.empty_like(x, order="C")
-    x3, o3 = np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1)
+    x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
     sc, sh = scale.astype(x.dtype), shift.astype(x.dtype)
     parallel_for(lambda lo, hi: scale_shift(x3, o3, sc, sh, lo, hi), N * C,
                  grain=max(1, 16384 // max(1, x3.shape[2])))
@@ -94,10 +95,10 @@ def LayerNormalization(layer, inputs):
     axis = axis + x.ndim if axis < 0 else axis
     rows = int(np.prod(x.shape[:axis], dtype=np.int64))
     L = x.size // max(rows, 1)
-    x2 = np.ascontiguousarray(x).reshape(rows, L)
-    sc = np.ascontiguousarray(np.broadcast_to(scale, x.shape[axis:]), dtype=x.dtype).reshape(L)
+    x2 = carr(x).reshape(rows, L)
+    sc = carr(np.broadcast_to(scale, x.shape[axis:]), x.dtype).reshape(L)
     bi = (np.zeros(0, x.dtype) if bias is None else
-          np.ascontiguousarray(np.broadcast_to(bias, x.shape[axis:]), dtype=x.dtype).reshape(L))
+          carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
     out = np.empty((rows, L), x.dtype)
     mean = np.empty(rows, np.float64)
     inv = np.empty(rows, np.float64)
@@ -141,7 +142,7 @@ def LRN(layer, inputs):
     _float(layer, x)
     N, C = x.shape[:2]
     out = np.empty_like(x, order="C")
-    x3, o3 = np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1)
+    x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
     args = (int(layer.attr("size")), float(layer.attr("alpha", 1e-4)),
             float(layer.attr("beta", 0.75)), float(layer.attr("bias", 1.0)))
     parallel_for(lambda lo, hi: lrn(x3, o3, *args, lo, hi), N * C)
@@ -183,7 +184,7 @@ def _softmax(layer, x, log: bool, coerce_2d: bool):
         L, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     out = np.empty(x.shape, x.dtype)
     if x.size:
-        x3, o3 = np.ascontiguousarray(x).reshape(outer, L, inner), out.reshape(outer, L, inner)
+        x3, o3 = carr(x).reshape(outer, L, inner), out.reshape(outer, L, inner)
         parallel_for(lambda lo, hi: softmax(x3, o3, log, lo, hi), outer * inner,
                      grain=max(1, 16384 // max(1, L)))
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
@@ -167,13 +168,13 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
     N, C = x.shape[:2]
     out = np.empty((N, C, *g.out_shape), x.dtype)
     if g.rank == 2 and mode in (MAX, AVG) and not want_idx and x.dtype.kind == "f":
-        xs, os_ = np.ascontiguousarray(x).reshape(N * C, *x.shape[2:]), out.reshape(
+        xs, os_ = carr(x).reshape(N * C, *x.shape[2:]), out.reshape(
             N * C, *g.out_shape)
         g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
         parallel_for(lambda lo, hi: pool2d_separable(xs, os_, g2, mode == MAX, cp, lo, hi),
                      N * C, grain=max(1, 8192 // max(1, xs.shape[1] * xs.shape[2])))
         return out
-    xs = np.ascontiguousarray(x).reshape(N * C, *_as3d(x.shape[2:], 1))
+    xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)
     o4 = out.reshape(N * C, *_as3d(g.out_shape, 1))
     i4 = idx.reshape(o4.shape) if want_idx else np.empty((0, 0, 0, 0), np.int64)
@@ -204,7 +205,7 @@ def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
                           f"input, got {x.dtype}{list(x.shape)}")
     N, C = x.shape[:2]
     out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
-    x2, o1 = np.ascontiguousarray(x).reshape(N * C, -1), out.reshape(-1)
+    x2, o1 = carr(x).reshape(N * C, -1), out.reshape(-1)
     parallel_for(lambda lo, hi: global_pool(x2, o1, mode, float(p), lo, hi), N * C,
                  grain=max(1, 16384 // max(1, x2.shape[1])))
     return out
