@@ -147,5 +147,5 @@ def _softmax_family(kind: str):
     return kernel
 
 
-for _name in ("Softmax", "LogSoftmax", "Hardmax"):
-    cpu_kernel(_name)(_softmax_family(_name))
+# Softmax and LogSoftmax are Numba kernels in kernels_norm.py
+cpu_kernel("Hardmax")(_softmax_family("Hardmax"))

@@ -85,24 +85,6 @@ def ConcatFromSequence(layer, inputs):
     return np.concatenate(seq, axis=axis)
 
 
-@cpu_kernel("SequenceMap")
-def SequenceMap(layer, inputs):
-    from engine.backends.cpu.interpreter import run_graph
-
-    n_regular = len(layer.inputs)
-    regular, captured = inputs[:n_regular], inputs[n_regular:]
-    outer = dict(zip(layer.captures, captured))
-    body = layer.attr("body")
-    length = len(regular[0])
-    results: list[list] = [[] for _ in body.outputs]
-    for i in range(length):
-        args = [v[i] if isinstance(v, list) else v for v in regular]
-        feeds = {spec.name: a for spec, a in zip(body.inputs, args)}
-        for acc, value in zip(results, run_graph(body, feeds, outer)):
-            acc.append(value)
-    return tuple(results)
-
-
 @cpu_kernel("Optional")
 def Optional(layer, inputs):
     return inputs[0] if inputs and inputs[0] is not None else None
