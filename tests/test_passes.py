@@ -297,3 +297,15 @@ def test_if_with_constant_condition_is_inlined(cond, rng):
         # the ONNX reference: onnxruntime mishandles a branch returning one tensor twice
         for o, e in zip(m.outputs, ReferenceEvaluator(proto).run(None, feeds)):
             np.testing.assert_allclose(got[o.name], e, rtol=1e-6, err_msg=o.name)
+
+
+def test_value_info_follows_renames_with_symbolic_dims():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["i"]),
+             helper.make_node("Neg", ["i"], ["n"]), helper.make_node("Tanh", ["n"], ["t"]),
+             helper.make_node("Dropout", ["t"], ["y"])]
+    m = ModelLoader.load(model(nodes, [("x", F, ["B", 3])], [("y", F, ["B", 3])])
+                         .SerializeToString())
+    assert [x.op_type for x in m.layers] == ["Relu", "Neg", "Tanh"]
+    assert m.layers[-1].outputs == ["y"] and m.layers[1].inputs == ["r"]
+    assert "i" not in m.value_info and "t" not in m.value_info
+    assert m.value_info["r"].shape == ("B", 3) and m.value_info["y"].shape == ("B", 3)
