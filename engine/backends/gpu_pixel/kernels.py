@@ -1,6 +1,7 @@
 """GPU_PIXEL's kernel table: importing this registers every kernel (no adapter needed)."""
 
 from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their registrations)
+    kernels_conv,
     kernels_elementwise,
 )
 from engine.backends.gpu_pixel.registry import KERNELS
