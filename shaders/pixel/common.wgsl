@@ -124,3 +124,13 @@ fn load_bcast4(tex: texture_2d<f32>, t: Desc, b: array<u32, 6>) -> vec4<f32> {
 fn ld(tex: texture_2d<f32>, x: u32, y: u32) -> vec4<f32> {
     return textureLoad(tex, vec2<i32>(i32(x), i32(y)), 0);
 }
+
+// Texture coordinate of the texel with blocked index b.
+fn block_coord(t: Desc, b: array<u32, 6>) -> vec2<u32> {
+    let rs = rows5(t);
+    var y = 0u;
+    for (var k = 0; k < 5; k++) {
+        y += b[k] * rs[k];
+    }
+    return vec2<u32>(b[5], y);
+}

@@ -3,6 +3,10 @@
 from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their registrations)
     kernels_conv,
     kernels_elementwise,
+    kernels_gemm,
+    kernels_norm,
+    kernels_reduce,
+    kernels_shape,
 )
 from engine.backends.gpu_pixel.registry import KERNELS
 
