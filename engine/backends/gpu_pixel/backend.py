@@ -57,7 +57,8 @@ class GpuPixelBackend(Backend):
         reason = self.kernels.unsupported_reason(layer, metas)
         if reason is not None:
             return reason
-        shapes = [m.shape for m in metas if m is not None and m.dtype == np.float32]
+        # empty parameter inputs (e.g. Resize's roi) are fine; kernels check their tensors
+        shapes = [m.shape for m in metas if m is not None and m.dtype == np.float32 and m.size]
         if all(m is not None for m in metas[:len(layer.inputs)] if m is not None):
             op = op_for(layer)
             try:

@@ -6,6 +6,7 @@ from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their regis
     kernels_gemm,
     kernels_norm,
     kernels_reduce,
+    kernels_resize,
     kernels_shape,
 )
 from engine.backends.gpu_pixel.registry import KERNELS
