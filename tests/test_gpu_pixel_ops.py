@@ -12,7 +12,7 @@ import pytest
 from onnx import helper
 
 from engine import BackendType, ModelLoader, Worker
-from tests.modelgen import F, I64, model
+from tests.modelgen import I64, F, model
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
 
