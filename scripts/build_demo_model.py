@@ -26,7 +26,7 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESOURCES = os.path.join(ROOT, "resources")
 PREPROCESS = {"color": "gray", "invert": True, "scale": 1 / 255, "mean": [0.0], "std": [1.0],
-              "resize": "area"}
+              "resize": "area", "sample": "samples/digit_3.png"}
 
 
 # -- layers (NCHW, 3x3 kernels, padding 1) -------------------------------------------------
