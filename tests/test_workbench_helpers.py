@@ -6,12 +6,9 @@ tested whatever kernels a backend has; ``reference_*`` compute the same graphs i
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-from PySide6.QtCore import QElapsedTimer, QObject, QTimer
 
 
 def block_model(path: str, blocks: int, shape=(1, 3, 32, 32), seed: int = 0) -> dict:
@@ -72,46 +69,4 @@ def unknown_op_model(path: str) -> None:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    onnx.save(model, path, )
-
-
-class Heartbeat(QObject):
-    """A 5 ms timer on the UI thread that records the largest gap between its ticks."""
-
-    def __init__(self, interval_ms: int = 5):
-        super().__init__()
-        self.timer = QTimer(self)
-        self.timer.setInterval(interval_ms)
-        self.timer.timeout.connect(self._tick)
-        self.clock = QElapsedTimer()
-        self.max_gap = 0.0
-        self.ticks = 0
-        self._last = None
-
-    def start(self) -> None:
-        self.max_gap, self.ticks, self._last = 0.0, 0, None
-        self.clock.start()
-        self.timer.start()
-
-    def _tick(self) -> None:
-        now = self.clock.nsecsElapsed() / 1e6
-        if self._last is not None:
-            self.max_gap = max(self.max_gap, now - self._last)
-        self._last = now
-        self.ticks += 1
-
-    def stop(self) -> float:
-        self.timer.stop()
-        self._tick()
-        return self.max_gap
-
-
-def wait_until(app, predicate, timeout_s: float) -> bool:
-    """Process events until ``predicate()`` is true (no sleeping on the UI thread)."""
-    end = time.perf_counter() + timeout_s
-    while time.perf_counter() < end:
-        app.processEvents()
-        if predicate():
-            return True
-        time.sleep(0.001)
-    return bool(predicate())
+    onnx.save(model, path)

@@ -35,9 +35,6 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("XDG_RUNTIME_DIR", f"/tmp/runtime-{os.getuid()}")
     os.makedirs(os.environ["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
-    # hand the interpreter to the UI thread more often than the default 5 ms while the
-    # controller and engine threads run Python code
-    sys.setswitchinterval(0.001)
     from PySide6.QtWidgets import QApplication
 
     from engine import BackendType

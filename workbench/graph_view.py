@@ -341,7 +341,8 @@ class GraphView(QGraphicsView):
     def set_times(self, times: dict[str, float]) -> None:
         if self.item is not None:
             self.item.times = times
-            self.item.update()
+            if self.transform().m11() > TEXT_LOD:  # times are drawn only when text is
+                self.item.update()
 
     def select(self, name: str | None, center: bool = True) -> None:
         if self.item is None:

@@ -9,6 +9,7 @@ dialog, and every one is kept in ``messages``.
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
@@ -36,13 +37,15 @@ from workbench.graph_view import GraphView
 from workbench.inputs_view import IMAGE_EXT, InputsPanel
 from workbench.outputs_view import OutputsPanel
 from workbench.timing_view import TimingPanel
-from workbench.widgets import MessageBar
+from workbench.widgets import MessageBar, StableLabel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESOURCES = os.path.join(ROOT, "resources")
 DEMO_MODEL = os.path.join(RESOURCES, "digits_cnn.onnx")
 PENDING = "checking…"
-UI_INTERVAL_MS = 100  # newest run result shown at most this often while running continuously
+UI_INTERVAL_MS = 120  # newest run result shown at most this often while running continuously
+STAGE_MS = 12  # a result is shown in steps, so no single repaint holds the UI thread long
+GRAPH_TIMES_MS = 1000  # node labels with times refresh at most this often while running
 MAX_RECENT = 8
 
 
@@ -55,6 +58,9 @@ class MainWindow(QMainWindow):
 
     def __init__(self, settings: QSettings | None = None, probe_backends: bool = True):
         super().__init__()
+        # the controller and engine threads run Python too: hand the interpreter back to the
+        # UI thread every millisecond instead of every 5 (keeps the window's stalls short)
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
         self.setWindowTitle("Inference Workbench")
         self.setWindowIcon(QIcon(os.path.join(RESOURCES, "icons", "workbench.svg")))
         self.resize(1440, 900)
@@ -80,6 +86,12 @@ class MainWindow(QMainWindow):
         self._result_timer = QTimer(self)
         self._result_timer.setSingleShot(True)
         self._result_timer.timeout.connect(self._consume_result)
+        self._stage_timer = QTimer(self)
+        self._stage_timer.setSingleShot(True)
+        self._stage_timer.timeout.connect(self._next_stage)
+        self._stages: list = []
+        self._shown: RunResult | None = None
+        self._last_graph_times = 0.0
 
         self._build_ui()
         self._connect()
@@ -185,13 +197,14 @@ class MainWindow(QMainWindow):
         tb.addAction(self.act_stop)
         self.addToolBar(tb)
 
-        self.progress_label = QLabel("")
+        self.progress_label = StableLabel("", 360)
         self.progress_bar = QProgressBar()
         self.progress_bar.setMaximumWidth(220)
         self.progress_bar.setTextVisible(False)
         self.progress_bar.hide()
         self.status_model = QLabel("no model")
-        self.status_run = QLabel("")
+        self.status_run = StableLabel("", 330)
+        self.status_run.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         sb = self.statusBar()
         sb.addWidget(self.progress_label)
         sb.addWidget(self.progress_bar)
@@ -280,6 +293,8 @@ class MainWindow(QMainWindow):
         self.controller.stop()
         self._token = None
         self._result_timer.stop()
+        self._stage_timer.stop()
+        self._stages = []
         if self.running:
             self.running = False
             self.status_run.setText("stopped")
@@ -438,26 +453,50 @@ class MainWindow(QMainWindow):
         if result.generation != self.controller.generation or self.loaded is None:
             return
         self._last_ui = time.perf_counter()
-        profile = result.profile
-        self.last_profile, self.last_outputs = profile, result.outputs
+        self._shown = result
+        # one widget group per event-loop turn: each repaint stays short
+        self._stages = [self._show_bars, self._show_latency, self._show_ops, self._show_rest]
+        self._next_stage()
+
+    def _next_stage(self) -> None:
+        if not self._stages or self._shown is None:
+            return
+        self._stages.pop(0)(self._shown)
+        if self._stages:
+            self._stage_timer.start(STAGE_MS)
+
+    def _show_bars(self, result: RunResult) -> None:
         if result.placement != self.placement and result.backend is self.backend:
             self.placement = result.placement
             self.graph.set_placement(self.placement)
+        self.timing.update_bars(result.profile)
+
+    def _show_latency(self, result: RunResult) -> None:
+        self.timing.update_latency(result.profile)
+
+    def _show_ops(self, result: RunResult) -> None:
+        self.timing.update_ops(result.profile)
+
+    def _show_rest(self, result: RunResult) -> None:
+        profile = result.profile
+        self.last_profile, self.last_outputs = profile, result.outputs
         self.times = {t.name: t.ms for t in profile.layers}
-        self.graph.set_times(self.times)
-        self.timing.update_profile(profile)
+        now = time.perf_counter()
+        if now - self._last_graph_times > GRAPH_TIMES_MS / 1e3 or not self.running:
+            self._last_graph_times = now
+            self.graph.set_times(self.times)
         self.outputs.update_outputs(result.outputs)
         self.runs_shown += 1
         self.status_run.setText(f"{result.backend.name} · run {result.index} · "
                                 f"{profile.total_ms:.2f} ms")
         name = self.details.layer_name
         if name and self.loaded is not None:
-            layer = next(la for la in self.loaded.model.layers if la.name == name)
-            self.details.show_layer(self.loaded.model, layer, self.placement.get(name),
-                                    self.times.get(name))
-            self.controller.preview(self.loaded.model.layers.index(layer),
-                                    self.details.preview_tensor or "", self.inputs.feeds(),
-                                    self.inputs.version)
+            layers = self.loaded.model.layers
+            index = next(i for i, la in enumerate(layers) if la.name == name)
+            self.details.show_layer(self.loaded.model, layers[index],
+                                    self.placement.get(name), self.times.get(name))
+            self.controller.preview(index, self.details.preview_tensor or "",
+                                    self.inputs.feeds(), self.inputs.version)
         self._update_actions()
         self.run_completed.emit(profile)
 

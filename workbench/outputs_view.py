@@ -5,11 +5,10 @@ from __future__ import annotations
 import html
 
 import numpy as np
-from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from workbench.preprocess import to_display_image
-from workbench.widgets import pixmap_from_array
+from workbench.widgets import StableLabel, pixmap_from_array
 
 TOP_K = 5
 
@@ -72,11 +71,8 @@ class OutputCard(QGroupBox):
         super().__init__(name)
         box = QHBoxLayout(self)
         text_col = QVBoxLayout()
-        self.stats = QLabel(spec_text)
-        self.stats.setTextFormat(Qt.TextFormat.RichText)
-        self.stats.setWordWrap(True)
-        self.topk = QLabel()
-        self.topk.setTextFormat(Qt.TextFormat.RichText)
+        self.stats = StableLabel(spec_text, 260, lines=2)
+        self.topk = StableLabel("", 260, lines=7)
         text_col.addWidget(self.stats)
         text_col.addWidget(self.topk)
         text_col.addStretch(1)
@@ -89,7 +85,6 @@ class OutputCard(QGroupBox):
         self.stats.setText(stats_line(arr))
         top = topk_html(arr, labels)
         self.topk.setText(top)
-        self.topk.setVisible(bool(top))
         img = None if top else to_display_image(arr)
         if img is not None:
             self.image.setPixmap(pixmap_from_array(img, 160))

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidg
 from engine import BackendType
 from engine.profile import Profile
 from workbench import theme
+from workbench.widgets import StableLabel
 
 pg.setConfigOptions(antialias=False, useOpenGL=False, background="w", foreground="#3A4150")
 
@@ -34,6 +35,7 @@ class TimingPanel(QWidget):
         self.latency: list[float] = []
         self.run_numbers: list[int] = []
         self._runs = 0
+        self._op_names: list[str] = []
 
         self.layer_plot = pg.PlotWidget()
         self.layer_plot.setLabel("left", "ms")
@@ -56,9 +58,7 @@ class TimingPanel(QWidget):
         self.latency_plot.setLabel("left", "total ms")
         self.latency_plot.setLabel("bottom", "run")
         self.latency_plot.showGrid(x=True, y=True, alpha=0.25)
-        self.latency_curve = self.latency_plot.plot([], [], pen=pg.mkPen("#1F6FEB", width=2),
-                                                    symbol="o", symbolSize=4,
-                                                    symbolBrush="#1F6FEB", symbolPen=None)
+        self.latency_curve = self.latency_plot.plot([], [], pen=pg.mkPen("#1F6FEB", width=2))
 
         self.op_plot = pg.PlotWidget()
         self.op_plot.setLabel("bottom", "ms per run")
@@ -70,10 +70,9 @@ class TimingPanel(QWidget):
         self.op_plot.addItem(self.op_bars)
         self.op_plot.getPlotItem().invertY(True)
 
-        self.hover = QLabel("Run the model to see per-layer timings.")
-        self.hover.setTextFormat(Qt.TextFormat.RichText)
-        self.summary = QLabel("")
-        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.hover = StableLabel("Run the model to see per-layer timings.", 400)
+        self.summary = StableLabel("", 480)
+        self.summary.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         legend = QLabel("  ".join(
             f"<span style='color:{c}'>■</span> {label}" for _, c, label in CLASSES))
         legend.setTextFormat(Qt.TextFormat.RichText)
@@ -84,8 +83,7 @@ class TimingPanel(QWidget):
         head = QHBoxLayout()
         head.addWidget(QLabel("<b>Per-layer time</b>"))
         head.addWidget(legend)
-        head.addStretch(1)
-        head.addWidget(self.summary)
+        head.addWidget(self.summary, 1)
         tl.addLayout(head)
         tl.addWidget(self.layer_plot, 1)
         tl.addWidget(self.hover)
@@ -117,12 +115,18 @@ class TimingPanel(QWidget):
         self.latency_curve.setData([], [])
         self.op_bars.setOpts(x0=np.zeros(0), y=np.zeros(0), width=np.zeros(0))
         self.op_plot.getAxis("left").setTicks([[]])
+        self._op_names = []
         self.cursor.setVisible(False)
         self.hover.setText("Run the model to see per-layer timings.")
         self.summary.setText("")
 
-    def update_profile(self, profile: Profile, runs_done: int | None = None) -> None:
+    def update_profile(self, profile: Profile) -> None:
         """Show one run's profile (bars, op summary) and append its latency."""
+        self.update_bars(profile)
+        self.update_latency(profile)
+        self.update_ops(profile)
+
+    def update_bars(self, profile: Profile) -> None:
         first = self.profile is None or len(self.profile.layers) != len(profile.layers)
         self.profile = profile
         self.names = [t.name for t in profile.layers]
@@ -132,26 +136,41 @@ class TimingPanel(QWidget):
         for key, item in self.bars.items():
             sel = keys == key
             item.setOpts(x=x[sel], height=ms[sel])
+        if first:
+            self.layer_plot.setXRange(-1, len(ms), padding=0.01)
+        _hysteresis(self.layer_plot, "y", float(ms.max()) if len(ms) else 1.0)
+
+    def update_latency(self, profile: Profile) -> None:
         self._runs += 1
         self.latency.append(profile.total_ms)
         self.run_numbers.append(self._runs)
         if len(self.latency) > HISTORY:
             self.latency, self.run_numbers = self.latency[-HISTORY:], self.run_numbers[-HISTORY:]
         self.latency_curve.setData(self.run_numbers, self.latency)
-        ops = list(profile.by_op_type().items())[:14]
-        if ops:
-            self.op_bars.setOpts(x0=np.zeros(len(ops)), y=np.arange(len(ops), dtype=float),
-                                 width=np.array([v for _, v in ops]))
-            self.op_plot.getAxis("left").setTicks([[(i, k) for i, (k, _) in enumerate(ops)]])
-            self.op_plot.setYRange(-0.6, len(ops) - 0.4, padding=0)
-            self.op_plot.setXRange(0, max(v for _, v in ops) * 1.05, padding=0)
-        if first:
-            self.layer_plot.setXRange(-1, len(ms), padding=0.01)
-        self.layer_plot.setYRange(0, float(ms.max()) * 1.08 if len(ms) else 1, padding=0)
+        # ranges move in steps, so the axes are not re-laid out after every run
+        lo, hi = self.latency_plot.getViewBox().viewRange()[0]
+        if self._runs > hi or self.run_numbers[0] > lo + 50 or self._runs == 1:
+            start = self.run_numbers[0]
+            self.latency_plot.setXRange(start, start + max(50, (self._runs - start) // 50 * 50
+                                                            + 50), padding=0)
+        _hysteresis(self.latency_plot, "y", max(self.latency))
         med = float(np.median(self.latency[-20:]))
         self.summary.setText(f"{profile.backend}: total <b>{profile.total_ms:.2f} ms</b> "
                              f"(layers {profile.layer_ms():.2f} ms) · median of last "
                              f"{min(20, len(self.latency))}: {med:.2f} ms")
+
+    def update_ops(self, profile: Profile) -> None:
+        ops = list(profile.by_op_type().items())[:14]
+        if not ops:
+            return
+        self.op_bars.setOpts(x0=np.zeros(len(ops)), y=np.arange(len(ops), dtype=float),
+                             width=np.array([v for _, v in ops]))
+        names = [k for k, _ in ops]
+        if names != self._op_names:
+            self._op_names = names
+            self.op_plot.getAxis("left").setTicks([list(enumerate(names))])
+            self.op_plot.setYRange(-0.6, len(ops) - 0.4, padding=0)
+        _hysteresis(self.op_plot, "x", max(v for _, v in ops))
 
     def select(self, name: str | None) -> None:
         if name in self.names:
@@ -189,3 +208,16 @@ class TimingPanel(QWidget):
             fb = " <span style='color:#E8871E'>(CPU fallback)</span>" if t.fallback else ""
             self.hover.setText(f"#{i} <b>{t.name}</b> {t.op_type} on {t.backend}: "
                                f"<b>{t.ms:.3f} ms</b> ({t.source}){fb} — click to select")
+
+
+def _hysteresis(plot: pg.PlotWidget, axis: str, top: float) -> None:
+    """Set the value axis to [0, top*1.15] only when ``top`` leaves the current range a lot."""
+    vb = plot.getViewBox()
+    lo, hi = vb.viewRange()[1 if axis == "y" else 0]
+    if top <= 0 or not np.isfinite(top):
+        return
+    if top > hi or top < 0.5 * hi or lo != 0:
+        if axis == "y":
+            plot.setYRange(0, top * 1.15, padding=0)
+        else:
+            plot.setXRange(0, top * 1.15, padding=0)

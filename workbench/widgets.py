@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QImage, QPixmap
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QToolButton, QWidget
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QImage, QPainter, QPixmap, QTextDocument
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QWidget
 
 from workbench.preprocess import InputFileError
 
@@ -58,6 +58,61 @@ class MessageBar(QFrame):
     @property
     def current(self) -> str:
         return self.text.text() if self.isVisible() else ""
+
+
+class StableLabel(QWidget):
+    """Rich text that can change after every run without relayouting the window.
+
+    A QLabel asks its layout to recompute on every ``setText``; the relayout travels up to
+    the main window and repaints whole docks. This widget keeps a fixed height and only
+    repaints itself.
+    """
+
+    def __init__(self, text: str = "", width: int = 200, lines: int = 1,
+                 parent: QWidget | None = None):
+        super().__init__(parent)
+        self._doc = QTextDocument(self)
+        self._doc.setDocumentMargin(2)
+        self._doc.setDefaultFont(self.font())
+        self._align = Qt.AlignmentFlag.AlignLeft
+        self._text = ""
+        self._hint = QSize(width, self.fontMetrics().lineSpacing() * lines + 8)
+        self.setFixedHeight(self._hint.height())
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setText(text)
+
+    def setAlignment(self, align) -> None:
+        self._align = align
+        self.setText(self._text)
+
+    def setText(self, text: str) -> None:
+        self._text = text
+        option = self._doc.defaultTextOption()
+        option.setAlignment(self._align)
+        self._doc.setDefaultTextOption(option)
+        if "<" in text:
+            self._doc.setHtml(text)
+        else:
+            self._doc.setPlainText(text)
+        self.update()
+
+    def text(self) -> str:
+        return self._text
+
+    def plain_text(self) -> str:
+        return self._doc.toPlainText()
+
+    def sizeHint(self) -> QSize:
+        return self._hint
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(60, self._hint.height())
+
+    def paintEvent(self, event) -> None:
+        painter = QPainter(self)
+        self._doc.setTextWidth(self.width())
+        self._doc.drawContents(painter)
+        painter.end()
 
 
 def image_from_array(img: np.ndarray) -> QImage:
