@@ -1,8 +1,15 @@
 """Inference engine: ONNX import, a Worker that schedules layers on CPU or GPU backends."""
 
 from engine.backends import BackendType
-from engine.errors import (BackendUnavailableError, EngineError, GPUError, InputError,
-                           KernelError, ModelLoadError, UnsupportedOpError)
+from engine.errors import (
+                           BackendUnavailableError,
+                           EngineError,
+                           GPUError,
+                           InputError,
+                           KernelError,
+                           ModelLoadError,
+                           UnsupportedOpError,
+)
 from engine.model import Graph, Layer, Model, TensorSpec
 from engine.onnx_import import ModelLoader
 from engine.profile import LayerTiming, Profile

@@ -1,4 +1,9 @@
-"""ONNX -> engine Model. The only module that touches ONNX protobuf objects."""
+"""ONNX -> engine Model.
+
+Parsing, validation (``onnx_check``) and conversion live here; ONNX protobuf objects
+never reach the rest of the engine except in ``passes.expand``, which converts ONNX
+function bodies with ``convert_nodes``.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,9 @@ from onnx import helper, numpy_helper
 
 from engine.errors import ModelLoadError
 from engine.model import Graph, Layer, Model, TensorSpec
+from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_graph
 
-#: domains whose ops the engine knows; anything else is rejected at load time
-KNOWN_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.preview.training"}
-MIN_OPSET = 7
+__all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_dtype"]
 
 
 def onnx_dtype(elem_type: int) -> np.dtype:
@@ -27,7 +31,8 @@ def onnx_dtype(elem_type: int) -> np.dtype:
         raise ModelLoadError(f"unsupported tensor element type {elem_type}") from exc
 
 
-def _type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
+def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
+    """TensorSpec of a value's declared type; non-tensors (sequences, maps) get no shape/dtype."""
     if type_proto.HasField("tensor_type"):
         tt = type_proto.tensor_type
         dtype = onnx_dtype(tt.elem_type) if tt.elem_type else None
@@ -37,95 +42,115 @@ def _type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
                 d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
                 for d in tt.shape.dim)
         return TensorSpec(name, shape, dtype)
-    # sequences, optionals, maps: no static tensor spec
     return TensorSpec(name, None, None)
+
+
+def _tensor(t: onnx.TensorProto, what: str) -> np.ndarray:
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as exc:
+        raise ModelLoadError(f"{what} {t.name!r} is corrupt: {exc}") from exc
 
 
 def _attribute(attr: onnx.AttributeProto, scope: set[str], opsets: dict[str, int]) -> Any:
     A = onnx.AttributeProto
     if attr.type == A.GRAPH:
-        return _graph(attr.g, scope, opsets)
+        return convert_graph(attr.g, scope, opsets)
     if attr.type == A.GRAPHS:
-        return [_graph(g, scope, opsets) for g in attr.graphs]
+        return [convert_graph(g, scope, opsets) for g in attr.graphs]
     if attr.type == A.TENSOR:
-        return numpy_helper.to_array(attr.t)
+        return _tensor(attr.t, f"attribute {attr.name!r} tensor")
     if attr.type == A.TENSORS:
-        return [numpy_helper.to_array(t) for t in attr.tensors]
+        return [_tensor(t, f"attribute {attr.name!r} tensor") for t in attr.tensors]
     if attr.type == A.SPARSE_TENSOR:
         return _sparse_to_dense(attr.sparse_tensor)
+    if attr.type == A.SPARSE_TENSORS:
+        return [_sparse_to_dense(s) for s in attr.sparse_tensors]
     if attr.type == A.STRING:
         return attr.s.decode("utf-8", "replace")
     if attr.type == A.STRINGS:
         return [s.decode("utf-8", "replace") for s in attr.strings]
+    if attr.type == A.UNDEFINED:
+        raise ModelLoadError(f"attribute {attr.name!r} has no type")
     value = helper.get_attribute_value(attr)
     return list(value) if isinstance(value, list | tuple) else value
 
 
 def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
-    values = numpy_helper.to_array(sp.values)
-    dense = np.zeros(int(np.prod(sp.dims)), dtype=values.dtype)
-    idx = numpy_helper.to_array(sp.indices)
+    values = _tensor(sp.values, "sparse tensor")
+    shape = tuple(int(d) for d in sp.dims)
+    dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
+    idx = _tensor(sp.indices, "sparse tensor indices").astype(np.int64)
     if idx.ndim == 2:
-        idx = np.ravel_multi_index(idx.T, tuple(sp.dims))
+        idx = np.ravel_multi_index(tuple(idx.T), shape)
     dense[idx.reshape(-1)] = values.reshape(-1)
-    return dense.reshape(tuple(sp.dims))
+    return dense.reshape(shape)
+
+
+_DEFAULTS: dict[tuple[str, str, int], dict[str, Any]] = {}
 
 
 def _schema_defaults(node: onnx.NodeProto, opset: int) -> dict[str, Any]:
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
-    except Exception:
-        return {}
-    out = {}
-    for name, a in schema.attributes.items():
-        if a.default_value is not None and a.default_value.type != 0:
-            out[name] = _attribute(a.default_value, set(), {})
-    return out
+    key = (node.domain or "", node.op_type, opset)
+    if key not in _DEFAULTS:
+        out = {}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, node.domain or "")
+        except Exception:
+            schema = None
+        for name, a in (schema.attributes.items() if schema else ()):
+            if a.default_value is not None and a.default_value.type != 0:
+                out[name] = _attribute(a.default_value, set(), {})
+        _DEFAULTS[key] = out
+    # copies: kernels may not mutate shared defaults, but lists are cheap to copy
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in _DEFAULTS[key].items()}
 
 
-def _check_op_known(node: onnx.NodeProto, opsets: dict[str, int]) -> int:
-    domain = node.domain or ""
-    if domain not in KNOWN_DOMAINS:
-        raise ModelLoadError(f"node {node.name or node.op_type!r} uses unknown domain {domain!r}")
-    opset = opsets.get(domain, opsets.get("ai.onnx" if domain == "" else domain, 0))
-    if not onnx.defs.has(node.op_type, domain):
-        raise ModelLoadError(f"unknown operator {node.op_type!r} (domain {domain or 'ai.onnx'!r}) "
-                             f"in node {node.name!r}")
-    return opset
+def convert_nodes(nodes, scope: set[str], opsets: dict[str, int], used_names: set[str],
+                  name_prefix: str = "") -> list[Layer]:
+    """NodeProtos (topologically sorted, validated) -> Layers.
+
+    ``scope`` holds the names visible to the nodes (inputs, constants, outer scope);
+    ``used_names`` the layer names already taken (extended here).
+    """
+    layers = []
+    scope = set(scope)
+    for index, node in enumerate(nodes):
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        opset = opsets.get(domain, 0)
+        attrs = _schema_defaults(node, opset)
+        attrs.update({a.name: _attribute(a, scope, opsets) for a in node.attribute})
+        base = name_prefix + (node.name or f"{node.op_type}_{index}")
+        name, k = base, 1
+        while name in used_names:
+            name, k = f"{base}_{k}", k + 1
+        used_names.add(name)
+        layer = Layer(name, node.op_type, list(node.input), list(node.output), attrs, domain, opset)
+        layer.captures = sorted(subgraph_captures(attrs))
+        layers.append(layer)
+        scope.update(o for o in node.output if o)
+    return layers
 
 
-def _graph(g: onnx.GraphProto, outer_scope: set[str], opsets: dict[str, int]) -> Graph:
+def convert_graph(g: onnx.GraphProto, outer_scope: set[str], opsets: dict[str, int]) -> Graph:
+    """A validated GraphProto (main graph or subgraph) -> Graph."""
     constants = {}
     for init in g.initializer:
-        constants[init.name] = numpy_helper.to_array(init)
+        constants[init.name] = _tensor(init, "initializer")
     for sp in g.sparse_initializer:
         constants[sp.values.name] = _sparse_to_dense(sp)
-    inputs = [_type_spec(i.name, i.type) for i in g.input if i.name not in constants]
-    outputs = [_type_spec(o.name, o.type) for o in g.output]
-    value_info = {v.name: _type_spec(v.name, v.type) for v in g.value_info}
-    defined = set(constants) | {i.name for i in inputs}
-    scope = outer_scope | defined
-    layers, used_names = [], set()
-    for index, node in enumerate(g.node):
-        opset = _check_op_known(node, opsets)
-        node_scope = scope | {o for n in g.node[:index] for o in n.output}
-        attrs = _schema_defaults(node, opset)
-        attrs.update({a.name: _attribute(a, node_scope, opsets) for a in node.attribute})
-        name = node.name or f"{node.op_type}_{index}"
-        while name in used_names:
-            name = f"{name}_{index}"
-        used_names.add(name)
-        layer = Layer(name, node.op_type, list(node.input), list(node.output), attrs,
-                      node.domain or "", opset)
-        layer.captures = sorted(_subgraph_captures(attrs))
-        layers.append(layer)
-        defined.update(o for o in node.output if o)
+    inputs = [type_spec(i.name, i.type) for i in g.input if i.name not in constants]
+    outputs = [type_spec(o.name, o.type) for o in g.output]
+    value_info = {v.name: type_spec(v.name, v.type) for v in g.value_info}
+    scope = outer_scope | set(constants) | {i.name for i in inputs}
+    layers = convert_nodes(g.node, scope, opsets, set())
     graph = Graph(layers, inputs, outputs, constants, value_info, g.name)
-    graph.outer_names = _free_names(graph)
+    graph.outer_names = free_names(graph)
     return graph
 
 
-def _subgraph_captures(attrs: dict[str, Any]) -> set[str]:
+def subgraph_captures(attrs: dict[str, Any]) -> set[str]:
+    """Outer-scope names read by the subgraph attributes of one layer."""
     names: set[str] = set()
     for v in attrs.values():
         for sub in (v if isinstance(v, list) else [v]):
@@ -134,7 +159,8 @@ def _subgraph_captures(attrs: dict[str, Any]) -> set[str]:
     return names
 
 
-def _free_names(graph: Graph) -> set[str]:
+def free_names(graph: Graph) -> set[str]:
+    """Names ``graph`` reads without defining them (its outer-scope references)."""
     defined = set(graph.constants) | {i.name for i in graph.inputs}
     free: set[str] = set()
     for layer in graph.layers:
@@ -149,32 +175,35 @@ class ModelLoader:
 
     @staticmethod
     def load(source: str | os.PathLike | bytes, optimize: bool = True) -> Model:
-        """Load an ONNX model from a path or bytes. Raises ``ModelLoadError`` on any problem."""
+        """Load an ONNX model from a path or bytes; raises ``ModelLoadError`` on any problem.
+
+        With ``optimize`` the import passes run (folding, no-op and dead-code removal,
+        function expansion, fusion, shape inference); the CPU-forced analysis always runs.
+        """
         try:
-            proto = _parse(source)
+            proto = parse_model(source)
             model = _model(proto)
         except ModelLoadError:
             raise
         except RecursionError as exc:
             raise ModelLoadError("the model is nested too deeply to load") from exc
+        except MemoryError as exc:
+            raise ModelLoadError("the model does not fit in memory") from exc
         except Exception as exc:  # any other failure is still the file's fault
             raise ModelLoadError(f"invalid ONNX model: {type(exc).__name__}: {exc}") from exc
         if isinstance(source, str | os.PathLike):
             model.path = os.fspath(source)
-        if optimize:
-            from engine.passes import run_passes
+        from engine.passes import run_passes
 
-            try:
-                run_passes(model)
-            except ModelLoadError:
-                raise
-            except Exception as exc:
-                raise ModelLoadError(f"cannot prepare the model: {type(exc).__name__}: "
-                                     f"{exc}") from exc
-        else:
-            from engine.passes.cpu_forced import mark_cpu_forced
-
-            mark_cpu_forced(model)
+        try:
+            run_passes(model, optimize=optimize)
+        except ModelLoadError:
+            raise
+        except RecursionError as exc:
+            raise ModelLoadError("the model is nested too deeply to prepare") from exc
+        except Exception as exc:
+            raise ModelLoadError(f"cannot prepare the model: {type(exc).__name__}: "
+                                 f"{exc}") from exc
         return model
 
     @staticmethod
@@ -183,65 +212,15 @@ class ModelLoader:
         return ModelLoader.load(proto.SerializeToString(), optimize)
 
 
-def _parse(source) -> onnx.ModelProto:
-    from google.protobuf.message import DecodeError
-
-    if isinstance(source, bytes | bytearray):
-        data, base_dir = bytes(source), None
-    else:
-        path = os.fspath(source)
-        if not os.path.exists(path):
-            raise ModelLoadError(f"no such file: {path}")
-        if os.path.isdir(path):
-            raise ModelLoadError(f"{path} is a folder, not an ONNX file")
-        with open(path, "rb") as f:
-            data = f.read()
-        base_dir = os.path.dirname(os.path.abspath(path))
-    if not data:
-        raise ModelLoadError("the file is empty")
-    try:
-        proto = onnx.ModelProto()
-        proto.ParseFromString(data)
-    except (DecodeError, ValueError, RuntimeError) as exc:
-        raise ModelLoadError(f"not an ONNX model, or the file is truncated ({exc})") from exc
-    if not proto.HasField("graph") or proto.ir_version <= 0:
-        raise ModelLoadError("not an ONNX model: no graph or no IR version")
-    if base_dir is not None and _uses_external_data(proto):
-        try:
-            onnx.external_data_helper.load_external_data_for_model(proto, base_dir)
-        except Exception as exc:
-            raise ModelLoadError(f"cannot read the model's external data: {exc}") from exc
-    elif _uses_external_data(proto):
-        raise ModelLoadError("the model keeps weights in external files; load it from a path")
+def _model(proto: onnx.ModelProto) -> Model:
+    opsets = check_opsets(proto)
+    validate_graph(proto.graph, set(), opsets)
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"invalid ONNX graph: {msg}") from exc
-    if proto.functions:
-        proto = onnx.inliner.inline_local_functions(proto)
-    return proto
-
-
-def _uses_external_data(proto: onnx.ModelProto) -> bool:
-    return any(t.data_location == onnx.TensorProto.EXTERNAL
-               for t in onnx.external_data_helper._get_all_tensors(proto))
-
-
-def _model(proto: onnx.ModelProto) -> Model:
-    opsets = {}
-    for imp in proto.opset_import:
-        domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
-        opsets[domain] = imp.version
-    default = opsets.get("")
-    newest = onnx.defs.onnx_opset_version()
-    if default is not None and not MIN_OPSET <= default <= newest:
-        raise ModelLoadError(f"default-domain opset {default} is not supported "
-                             f"(supported: {MIN_OPSET} to {newest})")
-    for domain in opsets:
-        if domain not in KNOWN_DOMAINS:
-            raise ModelLoadError(f"the model imports unknown operator domain {domain!r}")
-    graph = _graph(proto.graph, set(), opsets)
+    graph = convert_graph(proto.graph, set(), opsets)
     model = Model(graph.layers, graph.inputs, graph.outputs, graph.constants, graph.value_info,
                   graph.name, opsets=opsets, producer=proto.producer_name,
                   ir_version=proto.ir_version)
@@ -256,6 +235,9 @@ def _static_shapes(proto: onnx.ModelProto, model: Model) -> None:
     except Exception:
         return  # best effort: shapes are always known concretely at schedule time
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
-        spec = _type_spec(vi.name, vi.type)
+        try:
+            spec = type_spec(vi.name, vi.type)
+        except ModelLoadError:
+            continue
         if spec.shape is not None or spec.dtype is not None:
             model.value_info.setdefault(vi.name, spec)

@@ -50,7 +50,10 @@ class Tensor:
     def from_array(cls, array: np.ndarray | list, name: str = "") -> Tensor:
         """A CPU tensor holding ``array`` (already complete)."""
         fut: Future = Future()
-        meta = Meta.of(array) if isinstance(array, np.ndarray) else Meta((), np.dtype(object), array)
+        if isinstance(array, np.ndarray):
+            meta = Meta.of(array)
+        else:
+            meta = Meta((), np.dtype(object), array)
         fut.set_result(Stored(_CPU, array, meta))
         t = cls(name, fut)
         t._readback = Future()

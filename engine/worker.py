@@ -128,24 +128,15 @@ class Worker:
         return self
 
     def schedule_iterable(self, inputs: dict[str, Any] | np.ndarray | Tensor) -> Iterator[Layer]:
-        """Schedule one layer per step; yields each layer after it has been scheduled."""
+        """Schedule one layer per step; yields each layer after it has been scheduled.
+
+        Inputs are checked at once (as in ``schedule``). Closing or dropping the iterator
+        before the end fails the run's outputs with an EngineError instead of leaving them
+        pending forever.
+        """
         feeds = self._check_inputs(inputs)
         steps, finish = self._start_run(feeds)
-        done: Future = Future()
-        try:
-            while True:
-                layer = executor.call(next, steps, None)
-                if layer is None:
-                    break
-                yield layer
-            done.set_result(None)
-        except BaseException as exc:
-            done.set_exception(exc)
-            raise
-        finally:
-            if not done.done():
-                done.set_exception(EngineError("schedule_iterable was abandoned before the end"))
-            finish(done)
+        return _Steps(steps, finish)
 
     def peek_output(self, name: str | None = None) -> Tensor:
         """The output tensor of the last scheduled run (first output when ``name`` is None)."""
@@ -289,6 +280,50 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class _Steps:
+    """The iterator of ``schedule_iterable``: one layer per ``next``, on the engine thread."""
+
+    def __init__(self, steps: Iterator[Layer], finish: Callable[[Future], None]):
+        self._steps, self._finish, self._done = steps, finish, False
+
+    def __iter__(self) -> _Steps:
+        return self
+
+    def __next__(self) -> Layer:
+        if self._done:
+            raise StopIteration
+        try:
+            layer = executor.call(next, self._steps, None)
+        except BaseException as exc:
+            self._end(exc)
+            raise
+        if layer is None:
+            self._end(None)
+            raise StopIteration
+        return layer
+
+    def close(self) -> None:
+        """Stop scheduling; outputs not computed yet fail with an EngineError."""
+        if not self._done:
+            executor.call(self._steps.close)
+            self._end(EngineError("schedule_iterable was abandoned before the end"))
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown; nothing is waiting then
+            pass
+
+    def _end(self, exc: BaseException | None) -> None:
+        self._done = True
+        done: Future = Future()
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
+        self._finish(done)
 
 
 def _meta_of(value: Any) -> Meta:

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 
 # PySide6 6.12 is broken on CPython 3.11 (see docs): require 3.12+.
 find_python() {
-    for cand in "${PYTHON:-}" python3.13 python3.12 python3 \
-                "$HOME"/.pyenv/versions/3.13*/bin/python3.13 "$HOME"/.pyenv/versions/3.12*/bin/python3.12 \
+    for cand in "${PYTHON:-}" python3.12 python3.13 python3 \
+                "$HOME"/.pyenv/versions/3.12*/bin/python3.12 "$HOME"/.pyenv/versions/3.13*/bin/python3.13 \
                 /usr/bin/python3.13 /usr/bin/python3.12; do
         [ -n "$cand" ] || continue
         if command -v "$cand" >/dev/null 2>&1 && \
@@ -37,6 +37,8 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv with $PYBIN"
     "$PYBIN" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip >/dev/null
-.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+# pip's exit status matters, its chatter about unused index locations does not
+set -o pipefail
+.venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | { grep -v "^WARNING: Location" || true; }
 echo "setup: done ($(.venv/bin/python --version))"

@@ -1,0 +1,1 @@
+"""The Inference Workbench desktop app (Qt). The engine never imports this package."""

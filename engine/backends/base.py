@@ -66,7 +66,8 @@ class KernelTable:
         def register(fn):
             versions = self._kernels.setdefault((domain, op_type), [])
             if any(k.since_version == since for k in versions):
-                raise RuntimeError(f"{self.backend_name} kernel {op_type} v{since} registered twice")
+                raise RuntimeError(
+                    f"{self.backend_name} kernel {op_type} v{since} registered twice")
             versions.append(Kernel(op_type, since, fn, check, domain))
             versions.sort(key=lambda k: k.since_version)
             return fn

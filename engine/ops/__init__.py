@@ -1,7 +1,15 @@
 """Operator shape logic, one module per op family. Importing this package registers them all."""
 
 from engine._autoload import import_submodules
-from engine.ops.base import Meta, Op, cpu_input_indices, find_op, op_for, register_op, registered_ops
+from engine.ops.base import (
+    Meta,
+    Op,
+    cpu_input_indices,
+    find_op,
+    op_for,
+    register_op,
+    registered_ops,
+)
 
 import_submodules(__name__, __path__)
 

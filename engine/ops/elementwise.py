@@ -38,7 +38,7 @@ UNARY = (
     "Abs Acos Acosh Asin Asinh Atan Atanh Ceil Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "
     "HardSwish Identity LeakyRelu Log Mish Neg Not Reciprocal Relu Round Selu "
     "Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Tan Tanh ThresholdedRelu Celu "
-    "Dropout BitwiseNot Clip"
+    "BitwiseNot Clip"
 ).split()
 BINARY = "Add Sub Mul Div Pow Mod Max Min Sum Mean PRelu BitShift BitwiseAnd BitwiseOr BitwiseXor"
 COMPARE = "Equal Greater Less GreaterOrEqual LessOrEqual And Or Xor"

@@ -47,7 +47,11 @@ class Reshape(Op):
 class Flatten(Op):
     def infer(self, layer: Layer, inputs):
         x = inputs[0]
-        axis = norm_axis(layer.attr("axis", 1), len(x.shape) + 1)
+        rank = len(x.shape)
+        axis = layer.attr("axis", 1)
+        if not -rank <= axis <= rank:
+            raise ValueError(f"Flatten: axis {axis} out of range for rank {rank}")
+        axis = axis + rank if axis < 0 else axis
         outer = int(np.prod(x.shape[:axis], dtype=np.int64))
         return [Meta((outer, x.size // outer if outer else 0), x.dtype)]
 

@@ -4,25 +4,31 @@ A tensor is CPU-forced if it is an op's planning input (``Op.cpu_inputs``: the
 shape of Reshape/Expand/Tile/ConstantOfShape, axes, Slice starts/ends, Resize
 scales/sizes, TopK's k, ...) or if it feeds a layer that computes a CPU-forced
 tensor. Shape and Size only read their input's shape, so the walk stops there.
+Subgraphs count too: a planning input inside an If/Loop/Scan body that comes from
+the enclosing graph forces that outer tensor (and what feeds it).
 """
 
 from __future__ import annotations
 
-from engine.model import Model
+from engine.model import Graph, Model
 from engine.ops import cpu_input_indices
+from engine.passes.graph_utils import subgraphs
 
 #: ops whose output depends on their input's shape only, never on its values
 SHAPE_ONLY = {"Shape", "Size"}
 
 
-def mark_cpu_forced(model: Model) -> set[str]:
-    producers = model.producers()
-    forced: set[str] = set()
+def _forced(graph: Graph) -> set[str]:
+    """Every name of ``graph``'s scope (outer names included) that must be known on the CPU."""
     stack: list[str] = []
-    for layer in model.layers:
+    for layer in graph.layers:
         for i in cpu_input_indices(layer):
             if i < len(layer.inputs) and layer.inputs[i]:
                 stack.append(layer.inputs[i])
+        for sub in subgraphs(layer):
+            stack.extend(_forced(sub) & sub.outer_names)
+    producers = graph.producers()
+    forced: set[str] = set()
     while stack:
         name = stack.pop()
         if name in forced:
@@ -32,6 +38,12 @@ def mark_cpu_forced(model: Model) -> set[str]:
         if layer is None or layer.op_type in SHAPE_ONLY:
             continue
         stack.extend(n for n in layer.all_inputs() if n and n not in forced)
+    return forced
+
+
+def mark_cpu_forced(model: Model) -> set[str]:
+    """Set and return ``model.cpu_forced``: the computed tensors that must live on the CPU."""
+    producers = model.producers()
     # graph inputs and constants are simply read on the CPU; only computed tensors matter
-    model.cpu_forced = {n for n in forced if n in producers}
+    model.cpu_forced = {n for n in _forced(model) if n in producers}
     return model.cpu_forced

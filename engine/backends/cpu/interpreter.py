@@ -31,12 +31,16 @@ def run_layer(layer: Layer, inputs: list[Any]) -> list[Any]:
 
 def run_graph(graph: Graph, feeds: dict[str, Any], outer: dict[str, Any] | None = None
               ) -> list[Any]:
-    """Evaluate ``graph`` with ``feeds`` (and names visible from an enclosing graph)."""
+    """Evaluate ``graph`` with ``feeds`` (and names visible from an enclosing graph).
+
+    A layer with subgraphs gets its captured outer values after its regular inputs,
+    as the worker passes them.
+    """
     env: dict[str, Any] = dict(outer or {})
     env.update(graph.constants)
     env.update(feeds)
     for layer in graph.layers:
-        args = [env[name] if name else None for name in layer.inputs]
+        args = [env[name] if name else None for name in layer.all_inputs()]
         for name, value in zip(layer.outputs, run_layer(layer, args)):
             if name:
                 env[name] = value

@@ -96,10 +96,3 @@ def Gather(layer, inputs):
     axis = layer.attr("axis", 0)
     idx = np.where(idx < 0, idx + data.shape[axis], idx)
     return np.take(data, idx, axis=axis)
-
-
-@cpu_kernel("Cast")
-def Cast(layer, inputs):
-    from engine.onnx_import import onnx_dtype
-
-    return inputs[0].astype(onnx_dtype(layer.attr("to")))

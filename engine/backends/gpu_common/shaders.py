@@ -11,7 +11,7 @@ from importlib import resources
 from string import Template
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _source(path: str) -> str:
     return resources.files("shaders").joinpath(path).read_text(encoding="utf-8")
 

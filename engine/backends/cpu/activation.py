@@ -1,0 +1,76 @@
+"""Epilogues of the CPU Conv/Gemm kernels: per-row bias plus the fused activation.
+
+A fused layer carries ``activation`` (ONNX op name) and ``activation_params`` (floats),
+see ``engine.passes.fusion``. Here the name becomes a small integer code so one compiled
+Numba function serves every activation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from engine.errors import KernelError
+from engine.model import Layer
+
+ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_TANH = range(7)
+_CODES = {"Relu": ACT_RELU, "LeakyRelu": ACT_LEAKY, "Clip": ACT_CLIP, "Sigmoid": ACT_SIGMOID,
+          "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH}
+
+
+def activation_of(layer: Layer) -> tuple[int, float, float]:
+    """(code, p0, p1) of the layer's fused activation; (ACT_NONE, 0, 0) when there is none."""
+    name = layer.attr("activation")
+    if not name:
+        return ACT_NONE, 0.0, 0.0
+    if isinstance(name, bytes):
+        name = name.decode()
+    if name not in _CODES:
+        raise KernelError(f"layer {layer.name!r}: the CPU cannot fuse activation {name!r}")
+    params = [float(p) for p in (layer.attr("activation_params") or [])]
+    params += [0.0] * (2 - len(params))
+    return _CODES[name], params[0], params[1]
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _act(v, act, p0, p1):
+    zero = v * 0
+    if act == ACT_RELU:
+        return v if v > zero else zero
+    if act == ACT_LEAKY:
+        return v if v >= zero else v * p0
+    if act == ACT_CLIP:
+        return min(max(v, p0), p1)
+    if act == ACT_SIGMOID:
+        if v >= zero:
+            return 1 / (1 + np.exp(-v))
+        e = np.exp(v)
+        return e / (1 + e)
+    if act == ACT_HARDSIGMOID:
+        return min(max(v * p0 + p1, zero), zero + 1)
+    if act == ACT_TANH:
+        return np.tanh(v)
+    return v
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def bias_act_rows(y, bias, act, params):
+    """In place on a 2-D C-contiguous ``y``: ``y[r] = act(y[r] + bias[r])``; empty bias: none.
+
+    ``params`` holds the activation's two parameters in ``y``'s dtype.
+    """
+    rows, cols = y.shape
+    p0, p1 = params[0], params[1]
+    for r in prange(rows):
+        b = bias[r] if bias.shape[0] > 0 else p0 * 0
+        for c in range(cols):
+            y[r, c] = _act(y[r, c] + b, act, p0, p1)
+
+
+def epilogue(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float, float]) -> None:
+    """Add a per-row bias and apply the activation to ``y2d`` in place (skips no-op work)."""
+    if bias is None and act[0] == ACT_NONE:
+        return
+    dt = y2d.dtype
+    b = np.zeros(0, dt) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=dt)
+    bias_act_rows(y2d, b, act[0], np.array(act[1:], dtype=dt))

@@ -1,0 +1,211 @@
+"""Conv and ConvTranspose on the CPU.
+
+Every case is run as 3-D (1-D and 2-D inputs get leading size-1 spatial axes). Group
+convolutions are lowered to BLAS sgemm per group: pointwise ones straight on the input,
+others on an im2col matrix built by a parallel Numba kernel. Depthwise 2-D convolutions
+(one input channel per group) use a direct Numba kernel, which beats sgemm on such thin
+matrices. ConvTranspose is sgemm followed by a parallel col2im scatter. Bias and the fused
+activation (``engine.passes.fusion``) are applied by one epilogue pass.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu.activation import activation_of, epilogue
+from engine.backends.cpu.registry import cpu_kernel
+from engine.errors import KernelError
+from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def im2col(x, cols, g):
+    """x: (C, D, H, W); cols: (C*kd*kh*kw, od*oh*ow). ``g`` = kernel, strides, dilations,
+    pads_begin and output size, 3 values each (15 ints)."""
+    kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, od, oh, ow = g
+    C, D, H, W = x.shape
+    K = kd * kh * kw
+    for r in prange(C * K):
+        c = r // K
+        t = r % K
+        a = t // (kh * kw)
+        b = (t // kw) % kh
+        e = t % kw
+        off = e * dw - pw
+        q0 = min(ow, max(0, (-off + sw - 1) // sw))
+        q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
+        for z in range(od):
+            iz = z * sd - pd + a * dd
+            for y in range(oh):
+                iy = y * sh - ph + b * dh
+                base = (z * oh + y) * ow
+                if iz < 0 or iz >= D or iy < 0 or iy >= H:
+                    for q in range(ow):
+                        cols[r, base + q] = 0
+                    continue
+                for q in range(q0):
+                    cols[r, base + q] = 0
+                for q in range(q0, q1):
+                    cols[r, base + q] = x[c, iz, iy, q * sw + off]
+                for q in range(q1, ow):
+                    cols[r, base + q] = 0
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def col2im(cols, out, g):
+    """Scatter-add of ConvTranspose columns. cols: (M*K, id*ih*iw); out: (M, OD, OH, OW), zeroed.
+    ``g`` = kernel, strides, dilations, pads_begin and the *input* spatial size."""
+    kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, idd, ih, iw = g
+    M, OD, OH, OW = out.shape
+    K = kd * kh * kw
+    for m in prange(M):
+        for t in range(K):
+            a = t // (kh * kw)
+            b = (t // kw) % kh
+            e = t % kw
+            r = m * K + t
+            for z in range(idd):
+                oz = z * sd - pd + a * dd
+                if oz < 0 or oz >= OD:
+                    continue
+                for y in range(ih):
+                    oy = y * sh - ph + b * dh
+                    if oy < 0 or oy >= OH:
+                        continue
+                    base = (z * ih + y) * iw
+                    for q in range(iw):
+                        ox = q * sw - pw + e * dw
+                        if 0 <= ox < OW:
+                            out[m, oz, oy, ox] += cols[r, base + q]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def depthwise2d(x, w, out, g, mult):
+    """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow)."""
+    kh, kw, sh, sw, dh, dw, ph, pw = g
+    C, H, W = x.shape
+    M, oh, ow = out.shape
+    for m in prange(M):
+        c = m // mult
+        for y in range(oh):
+            row = out[m, y]
+            row[:] = 0
+            for i in range(kh):
+                iy = y * sh - ph + i * dh
+                if iy < 0 or iy >= H:
+                    continue
+                for j in range(kw):
+                    wv = w[m, i, j]
+                    off = j * dw - pw
+                    q0 = min(ow, max(0, (-off + sw - 1) // sw))
+                    q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
+                    for q in range(q0, q1):
+                        row[q] += wv * x[c, iy, q * sw + off]
+
+
+class _Scratch(threading.local):
+    """A grow-only buffer per thread for im2col/col2im matrices (avoids page faults per call)."""
+
+    def __init__(self):
+        self.buf = np.empty(0, np.float32)
+
+    def get(self, shape: tuple[int, int], dtype) -> np.ndarray:
+        n = shape[0] * shape[1]
+        if self.buf.dtype != dtype or self.buf.size < n:
+            self.buf = np.empty(max(n, int(self.buf.size * 1.25)), dtype)
+        return self.buf[:n].reshape(shape)
+
+
+_SCRATCH = _Scratch()
+
+
+def _as3d(shape) -> tuple[int, ...]:
+    return (1,) * (3 - len(shape)) + tuple(shape)
+
+
+def _geom(g: ConvGeometry, last) -> tuple[int, ...]:
+    """The 15 ints im2col/col2im take: kernel, strides, dilations, pads_begin, ``last``."""
+    one, zero = (1,) * (3 - g.rank), (0,) * (3 - g.rank)
+    return (*one, *g.kernel, *one, *g.strides, *one, *g.dilations, *zero, *g.pads_begin,
+            *one, *(int(v) for v in last))
+
+
+def _check(layer, x: np.ndarray, w: np.ndarray) -> None:
+    if x.ndim < 3 or x.ndim > 5:
+        raise KernelError(f"layer {layer.name!r}: the CPU runs {layer.op_type} on 1-D, 2-D and "
+                          f"3-D inputs only (got rank {x.ndim})")
+    if x.dtype.kind != "f" or w.dtype != x.dtype:
+        raise KernelError(f"layer {layer.name!r}: {layer.op_type} needs float input and weight "
+                          f"of one dtype, got {x.dtype} and {w.dtype}")
+
+
+@cpu_kernel("Conv")
+def Conv(layer, inputs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    _check(layer, x, w)
+    g = conv_geometry(layer, x.shape, w.shape)
+    group = int(layer.attr("group", 1) or 1)
+    N, C = x.shape[:2]
+    M = w.shape[0]
+    Cg, Mg = C // group, M // group
+    if C != w.shape[1] * group or M % group:
+        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
+    out = np.empty((N, M, *g.out_shape), x.dtype)
+    P = int(np.prod(g.out_shape))
+    out3 = out.reshape(N, M, P)
+    x = np.ascontiguousarray(x)
+    act = activation_of(layer)
+    if g.rank == 2 and group == C and w.shape[1] == 1:
+        gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        w3 = np.ascontiguousarray(w.reshape(M, *g.kernel))
+        for n in range(N):
+            depthwise2d(x[n], w3, out[n], gd, M // C)
+            epilogue(out3[n], bias, act)
+        return out
+    K = int(np.prod(g.kernel))
+    w2 = np.ascontiguousarray(w.reshape(M, Cg * K))
+    x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
+    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
+    gi = _geom(g, g.out_shape)
+    for n in range(N):
+        for k in range(group):
+            xg = x5[n, k * Cg:(k + 1) * Cg]
+            if pointwise:
+                cols = xg.reshape(Cg, P)
+            else:
+                cols = _SCRATCH.get((Cg * K, P), x.dtype)
+                im2col(xg, cols, gi)
+            np.matmul(w2[k * Mg:(k + 1) * Mg], cols, out=out3[n, k * Mg:(k + 1) * Mg])
+        epilogue(out3[n], bias, act)
+    return out
+
+
+@cpu_kernel("ConvTranspose")
+def ConvTranspose(layer, inputs):
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    _check(layer, x, w)
+    g = conv_transpose_geometry(layer, x.shape, w.shape)
+    group = int(layer.attr("group", 1) or 1)
+    N, C = x.shape[:2]
+    Cg, Mg = C // group, w.shape[1]
+    M = Mg * group
+    K = int(np.prod(g.kernel))
+    P = int(np.prod(x.shape[2:]))
+    out = np.zeros((N, M, *g.out_shape), x.dtype)
+    out5 = out.reshape(N, M, *_as3d(g.out_shape))
+    # (C, Mg*K) per group; transposed for cols = W_g^T @ x_g
+    w2 = np.ascontiguousarray(w.reshape(group, Cg, Mg * K).transpose(0, 2, 1))
+    x3 = np.ascontiguousarray(x).reshape(N, C, P)
+    gi = _geom(g, x.shape[2:])
+    for n in range(N):
+        for k in range(group):
+            cols = _SCRATCH.get((Mg * K, P), x.dtype)
+            np.matmul(w2[k], x3[n, k * Cg:(k + 1) * Cg], out=cols)
+            col2im(cols, out5[n, k * Mg:(k + 1) * Mg], gi)
+        epilogue(out.reshape(N, M, -1)[n], bias, activation_of(layer))
+    return out

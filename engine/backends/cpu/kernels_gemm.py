@@ -1,0 +1,52 @@
+"""Gemm and MatMul on the CPU: BLAS (through NumPy, which releases the GIL) plus a Numba
+epilogue for Gemm's bias and fused activation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.cpu.activation import ACT_NONE, activation_of, epilogue
+from engine.backends.cpu.registry import cpu_kernel
+from engine.errors import KernelError
+
+
+def _float(layer, *arrays) -> None:
+    for a in arrays:
+        if a.dtype.kind not in "fiu":
+            raise KernelError(f"layer {layer.name!r}: {layer.op_type} does not take {a.dtype}")
+
+
+@cpu_kernel("Gemm")
+def Gemm(layer, inputs):
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    _float(layer, a, b)
+    if layer.attr("transA", 0):
+        a = a.T
+    if layer.attr("transB", 0):
+        b = b.T
+    alpha = float(layer.attr("alpha", 1.0))
+    beta = float(layer.attr("beta", 1.0))
+    m, n = a.shape[0], b.shape[1]
+    y = np.empty((m, n), np.result_type(a.dtype, b.dtype))
+    np.matmul(a, b, out=y)
+    if alpha != 1.0:
+        y *= y.dtype.type(alpha)
+    act = activation_of(layer)
+    if c is not None and beta != 0.0 and c.size:
+        if c.ndim == 2 and c.shape[0] == m and c.shape[1] == 1 and y.dtype.kind == "f":
+            epilogue(y, c.reshape(m) * y.dtype.type(beta), act)  # per-row bias: one pass
+            return y
+        y += c.astype(y.dtype, copy=False) * y.dtype.type(beta) if beta != 1.0 else c
+    if act[0] != ACT_NONE:
+        epilogue(y.reshape(1, -1), None, act)
+    return y
+
+
+@cpu_kernel("MatMul")
+def MatMul(layer, inputs):
+    a, b = inputs
+    _float(layer, a, b)
+    if a.dtype != b.dtype:
+        raise KernelError(f"layer {layer.name!r}: MatMul of {a.dtype} and {b.dtype}")
+    return np.matmul(a, b)

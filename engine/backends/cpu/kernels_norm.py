@@ -1,0 +1,202 @@
+"""Normalisations and softmax on the CPU: BatchNormalization (inference as one fused
+scale/shift pass; training statistics in NumPy), LayerNormalization, LRN, Softmax and
+LogSoftmax as parallel Numba kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu.registry import cpu_kernel
+from engine.errors import KernelError
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def scale_shift(x, out, scale, shift):
+    """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c]."""
+    N, C, S = x.shape
+    for r in prange(N * C):
+        n = r // C
+        c = r % C
+        a = scale[c]
+        b = shift[c]
+        for s in range(S):
+            out[n, c, s] = x[n, c, s] * a + b
+
+
+def _float(layer, x):
+    if x.dtype.kind != "f":
+        raise KernelError(f"layer {layer.name!r}: {layer.op_type} needs float input, got {x.dtype}")
+
+
+@cpu_kernel("BatchNormalization")
+def BatchNormalization(layer, inputs):
+    x, gamma, beta, mean, var = inputs[:5]
+    _float(layer, x)
+    eps = float(layer.attr("epsilon", 1e-5))
+    training = bool(layer.attr("training_mode", 0)) and (layer.opset or 99) >= 14
+    extra = [o for o in layer.outputs[1:]]
+    if training:
+        axes = (0,) + tuple(range(2, x.ndim))
+        momentum = float(layer.attr("momentum", 0.9))
+        bmean = x.mean(axis=axes, dtype=np.float64)
+        bvar = x.var(axis=axes, dtype=np.float64)
+        use_mean, use_var = bmean, bvar
+        run_mean = (mean * momentum + bmean * (1 - momentum)).astype(mean.dtype)
+        run_var = (var * momentum + bvar * (1 - momentum)).astype(var.dtype)
+    else:
+        use_mean, use_var = mean.astype(np.float64), var.astype(np.float64)
+    scale = gamma.astype(np.float64) / np.sqrt(use_var + eps)
+    shift = beta.astype(np.float64) - use_mean * scale
+    N, C = x.shape[:2]
+    out = np.empty_like(x, order="C")
+    scale_shift(np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1),
+                scale.astype(x.dtype), shift.astype(x.dtype))
+    if training:
+        return out, run_mean, run_var
+    if extra:  # the pre-9 training-form outputs in inference: pass the statistics through
+        return (out, mean, var, mean, var)[: 1 + len(extra)]
+    return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def layer_norm(x, scale, bias, out, mean_out, inv_out, eps):
+    """Rows of x (R, L) normalised; scale/bias (L,) (bias may be empty)."""
+    R, L = x.shape
+    for r in prange(R):
+        s = 0.0
+        for i in range(L):
+            s += x[r, i]
+        m = s / L
+        v = 0.0
+        for i in range(L):
+            d = x[r, i] - m
+            v += d * d
+        inv = 1.0 / np.sqrt(v / L + eps)
+        mean_out[r] = m
+        inv_out[r] = inv
+        for i in range(L):
+            y = (x[r, i] - m) * inv * scale[i]
+            if bias.shape[0] > 0:
+                y += bias[i]
+            out[r, i] = y
+
+
+@cpu_kernel("LayerNormalization", since=17)
+def LayerNormalization(layer, inputs):
+    x, scale = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    _float(layer, x)
+    axis = int(layer.attr("axis", -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+    L = x.size // max(rows, 1)
+    x2 = np.ascontiguousarray(x).reshape(rows, L)
+    sc = np.ascontiguousarray(np.broadcast_to(scale, x.shape[axis:]), dtype=x.dtype).reshape(L)
+    bi = (np.zeros(0, x.dtype) if bias is None else
+          np.ascontiguousarray(np.broadcast_to(bias, x.shape[axis:]), dtype=x.dtype).reshape(L))
+    out = np.empty((rows, L), x.dtype)
+    mean = np.empty(rows, np.float64)
+    inv = np.empty(rows, np.float64)
+    layer_norm(x2, sc, bi, out, mean, inv, float(layer.attr("epsilon", 1e-5)))
+    stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
+    stash = np.float32 if int(layer.attr("stash_type", 1)) == 1 else x.dtype
+    return (out.reshape(x.shape), mean.astype(stash).reshape(stat_shape),
+            inv.astype(stash).reshape(stat_shape))
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def lrn(x, out, size, alpha, beta, bias):
+    """x, out: (N, C, S). Cross-channel window [c - (size-1)//2, c + size//2 ... ]."""
+    N, C, S = x.shape
+    lo_off = (size - 1) // 2
+    hi_off = size - 1 - lo_off
+    k = alpha / size
+    for r in prange(N * C):
+        n = r // C
+        c = r % C
+        lo = max(0, c - lo_off)
+        hi = min(C - 1, c + hi_off)
+        for s in range(S):
+            acc = 0.0
+            for j in range(lo, hi + 1):
+                v = x[n, j, s]
+                acc += v * v
+            t = bias + k * acc
+            if beta == 0.75:
+                d = np.sqrt(t) * np.sqrt(np.sqrt(t))
+            else:
+                d = t ** beta
+            out[n, c, s] = x[n, c, s] / d
+
+
+@cpu_kernel("LRN")
+def LRN(layer, inputs):
+    x = inputs[0]
+    _float(layer, x)
+    N, C = x.shape[:2]
+    out = np.empty_like(x, order="C")
+    lrn(np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1),
+        int(layer.attr("size")), float(layer.attr("alpha", 1e-4)),
+        float(layer.attr("beta", 0.75)), float(layer.attr("bias", 1.0)))
+    return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def softmax(x, out, log):
+    """x, out: (outer, L, inner), normalised over L."""
+    O, L, I = x.shape
+    for r in prange(O * I):
+        o = r // I
+        i = r % I
+        m = x[o, 0, i]
+        for j in range(1, L):
+            if x[o, j, i] > m:
+                m = x[o, j, i]
+        s = 0.0
+        for j in range(L):
+            s += np.exp(x[o, j, i] - m)
+        if log:
+            ls = np.log(s)
+            for j in range(L):
+                out[o, j, i] = x[o, j, i] - m - ls
+        else:
+            inv = 1.0 / s
+            for j in range(L):
+                out[o, j, i] = np.exp(x[o, j, i] - m) * inv
+
+
+def _softmax(layer, x, log: bool, coerce_2d: bool):
+    _float(layer, x)
+    axis = int(layer.attr("axis", 1 if coerce_2d else -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    if coerce_2d:  # opset < 13: flatten to (outer, rest) and normalise rows
+        L, inner = x.size // max(outer, 1), 1
+    else:
+        L, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+    out = np.empty(x.shape, x.dtype)
+    if x.size:
+        softmax(np.ascontiguousarray(x).reshape(outer, L, inner), out.reshape(outer, L, inner),
+                log)
+    return out
+
+
+@cpu_kernel("Softmax")
+def Softmax(layer, inputs):
+    return _softmax(layer, inputs[0], False, True)
+
+
+@cpu_kernel("Softmax", since=13)
+def Softmax_13(layer, inputs):
+    return _softmax(layer, inputs[0], False, False)
+
+
+@cpu_kernel("LogSoftmax")
+def LogSoftmax(layer, inputs):
+    return _softmax(layer, inputs[0], True, True)
+
+
+@cpu_kernel("LogSoftmax", since=13)
+def LogSoftmax_13(layer, inputs):
+    return _softmax(layer, inputs[0], True, False)

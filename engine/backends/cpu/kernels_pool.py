@@ -1,0 +1,155 @@
+"""Pooling on the CPU: one parallel Numba kernel for windowed max/average/Lp pools over
+1-D, 2-D and 3-D inputs (run as 3-D), and one for the global pools."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from engine.backends.cpu.registry import cpu_kernel
+from engine.errors import KernelError
+from engine.ops.conv_pool import conv_geometry
+
+MAX, AVG, LP = 0, 1, 2
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def pool3d(x, out, idx, g, mode, count_pad, p, col_major):
+    """x: (NC, D, H, W); out, idx: (NC, od, oh, ow). ``g``: kernel, strides, dilations,
+    pads_begin, pads_end (explicit ones, without the ceil_mode extra), 3 values each.
+    ``idx`` gets flattened input offsets for MAX when it is not empty."""
+    kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, ed, eh, ew = g
+    NC, D, H, W = x.shape
+    _, od, oh, ow = out.shape
+    want_idx = idx.size > 0
+    for nc in prange(NC):
+        for z in range(od):
+            for y in range(oh):
+                for q in range(ow):
+                    acc = x[nc, 0, 0, 0] * 0
+                    best = -np.inf
+                    arg = -1
+                    valid = 0
+                    padded = 0
+                    for a in range(kd):
+                        iz = z * sd - pd + a * dd
+                        if iz < -pd or iz >= D + ed:
+                            continue
+                        for b in range(kh):
+                            iy = y * sh - ph + b * dh
+                            if iy < -ph or iy >= H + eh:
+                                continue
+                            for e in range(kw):
+                                ix = q * sw - pw + e * dw
+                                if ix < -pw or ix >= W + ew:
+                                    continue
+                                padded += 1
+                                if iz < 0 or iz >= D or iy < 0 or iy >= H or ix < 0 or ix >= W:
+                                    continue
+                                v = x[nc, iz, iy, ix]
+                                valid += 1
+                                if mode == 0:
+                                    if v > best or arg < 0:
+                                        best = v
+                                        if col_major:
+                                            arg = iz + D * (iy + H * ix)
+                                        else:
+                                            arg = (iz * H + iy) * W + ix
+                                elif mode == 1:
+                                    acc += v
+                                else:
+                                    acc += abs(v) ** p
+                    if mode == 0:
+                        out[nc, z, y, q] = best
+                        if want_idx:
+                            idx[nc, z, y, q] = nc * D * H * W + arg
+                    elif mode == 1:
+                        n = padded if count_pad else valid
+                        out[nc, z, y, q] = acc / max(n, 1)
+                    else:
+                        out[nc, z, y, q] = acc ** (1.0 / p)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def global_pool(x, out, mode, p):
+    """x: (NC, S) -> out: (NC,)."""
+    NC, S = x.shape
+    for r in prange(NC):
+        if mode == 0:
+            m = x[r, 0]
+            for s in range(1, S):
+                if x[r, s] > m:
+                    m = x[r, s]
+            out[r] = m
+        else:
+            acc = 0.0
+            for s in range(S):
+                acc += x[r, s] if mode == 1 else abs(x[r, s]) ** p
+            out[r] = acc / S if mode == 1 else acc ** (1.0 / p)
+
+
+def _as3d(v, fill):
+    return (fill,) * (3 - len(v)) + tuple(int(i) for i in v)
+
+
+def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = False):
+    if x.ndim < 3 or x.ndim > 5:
+        raise KernelError(f"layer {layer.name!r}: the CPU pools 1-D, 2-D and 3-D inputs only "
+                          f"(got rank {x.ndim})")
+    if x.dtype.kind != "f" and not (mode == MAX and x.dtype.kind in "iu"):
+        raise KernelError(f"layer {layer.name!r}: {layer.op_type} does not take {x.dtype}")
+    g = conv_geometry(layer, x.shape)
+    explicit_end = tuple(e - c for e, c in zip(g.pads_end, g.ceil_extra))
+    gt = (*_as3d(g.kernel, 1), *_as3d(g.strides, 1), *_as3d(g.dilations, 1),
+          *_as3d(g.pads_begin, 0), *_as3d(explicit_end, 0))
+    N, C = x.shape[:2]
+    xs = np.ascontiguousarray(x).reshape(N * C, *_as3d(x.shape[2:], 1))
+    out = np.empty((N, C, *g.out_shape), x.dtype)
+    idx = np.empty(out.shape if want_idx else (0,), np.int64)
+    pool3d(xs, out.reshape(N * C, *_as3d(g.out_shape, 1)),
+           idx.reshape(N * C, *_as3d(g.out_shape, 1)) if want_idx else np.empty((0, 0, 0, 0),
+                                                                               np.int64),
+           gt, mode, bool(layer.attr("count_include_pad", 0)), float(p),
+           bool(layer.attr("storage_order", 0)))
+    return (out, idx) if want_idx else out
+
+
+@cpu_kernel("MaxPool")
+def MaxPool(layer, inputs):
+    want = len(layer.outputs) > 1 and bool(layer.outputs[1])
+    return _pool(layer, inputs[0], MAX, want_idx=want)
+
+
+@cpu_kernel("AveragePool")
+def AveragePool(layer, inputs):
+    return _pool(layer, inputs[0], AVG)
+
+
+@cpu_kernel("LpPool")
+def LpPool(layer, inputs):
+    return _pool(layer, inputs[0], LP, p=float(layer.attr("p", 2)))
+
+
+def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
+    if x.ndim < 3 or x.dtype.kind != "f":
+        raise KernelError(f"layer {layer.name!r}: {layer.op_type} needs a float N, C, spatial... "
+                          f"input, got {x.dtype}{list(x.shape)}")
+    N, C = x.shape[:2]
+    out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
+    global_pool(np.ascontiguousarray(x).reshape(N * C, -1), out.reshape(-1), mode, float(p))
+    return out
+
+
+@cpu_kernel("GlobalMaxPool")
+def GlobalMaxPool(layer, inputs):
+    return _global(layer, inputs[0], MAX)
+
+
+@cpu_kernel("GlobalAveragePool")
+def GlobalAveragePool(layer, inputs):
+    return _global(layer, inputs[0], AVG)
+
+
+@cpu_kernel("GlobalLpPool")
+def GlobalLpPool(layer, inputs):
+    return _global(layer, inputs[0], LP, float(layer.attr("p", 2)))
