@@ -113,7 +113,7 @@ class DetailsPanel(QWidget):
                              f"<small>first values: {vals}{' …' if arr.size > 12 else ''}</small>")
             img = to_display_image(arr[0, :1] if arr.ndim == 4 and arr.shape[1] > 3 else arr)
             if img is not None:
-                self.thumb.setPixmap(pixmap_from_array(img, 140))
+                self.thumb.setPixmap(pixmap_from_array(img, 96))
                 self.thumb.setToolTip("first channel of the output, min–max scaled")
             self.thumb.setVisible(img is not None)
         self._render()

@@ -85,7 +85,7 @@ def measure_continuous(app, window, backend, seconds: float = 3.0,
     return {"max_gap_ms": gap, "runs_shown": len(shown), "median_ms": totals[len(totals) // 2]}
 
 
-def measure_load(app, window, path: str, timeout_s: float = 120.0) -> dict:
+def measure_load(app, window, path: str, timeout_s: float = 120.0, opener=None) -> dict:
     """Largest UI gap from opening ``path`` until its graph is drawn and its backend is
     ready, and the time to the drawn graph."""
     loaded: list = []
@@ -94,7 +94,7 @@ def measure_load(app, window, path: str, timeout_s: float = 120.0) -> dict:
     beat = Heartbeat()
     beat.start()
     try:
-        window.open_model(path)
+        (opener or window.open_model)(path)
         ok = wait_until(app, lambda: "to_graph_ms" in window.load_timings
                         or len(window.messages) > n_msgs, timeout_s)
         gap_graph = beat.max_gap

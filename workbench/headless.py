@@ -4,16 +4,40 @@ backend, print the per-layer timing table. Used by ``make run`` when there is no
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
 
 from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker
-from workbench.preprocess import random_input
+from workbench.controller import read_model_metadata
+from workbench.preprocess import (
+    InputFileError,
+    Preprocess,
+    image_layout,
+    image_to_input,
+    random_input,
+)
 
 
-def _feeds(model, seed: int) -> dict[str, np.ndarray]:
-    return {spec.name: random_input(spec, seed + i) for i, spec in enumerate(model.inputs)}
+def _feeds(model, path: str, seed: int) -> tuple[dict[str, np.ndarray], str]:
+    """Random inputs, or the sample image a model names in its metadata (the demo does)."""
+    feeds = {spec.name: random_input(spec, seed + i) for i, spec in enumerate(model.inputs)}
+    pre, _labels = read_model_metadata(path)
+    sample = (pre or {}).get("sample")
+    if sample and len(model.inputs) == 1:
+        spec = model.inputs[0]
+        try:
+            from workbench.widgets import load_image_rgb
+
+            layout = image_layout(spec)
+            rgb = load_image_rgb(os.path.join(os.path.dirname(path), sample))
+            feeds[spec.name] = image_to_input(rgb, spec, Preprocess.from_dict(
+                pre, layout.channels if layout else 3))
+            return feeds, f"sample {sample}"
+        except InputFileError:
+            pass
+    return feeds, f"random inputs (seed {seed})"
 
 
 def run_headless(path: str, repeat: int = 5, seed: int = 0, top: int | None = 25,
@@ -26,7 +50,8 @@ def run_headless(path: str, repeat: int = 5, seed: int = 0, top: int | None = 25
         return 1
     print(f"model {path}: {len(model.layers)} layers; inputs "
           + ", ".join(str(s) for s in model.inputs), file=out)
-    feeds = _feeds(model, seed)
+    feeds, source = _feeds(model, path, seed)
+    print(f"feeding {source}", file=out)
     ran = 0
     for kind in BackendType:
         try:

@@ -201,6 +201,10 @@ def compute_layout(model: Model, sweeps: int = 4) -> GraphLayout:
     ranks = np.asarray(node_rank, np.int64)
     width = np.full(n, DUMMY_W)
     width[:n_real] = np.where(kinds == KIND_LAYER, NODE_W, IO_W)
+    # long op names (BatchNormalization, ...) get wider boxes; ~8 units per bold character
+    for i, li in enumerate(layer_idx_l):
+        if li >= 0:
+            width[i] = max(NODE_W, 8.0 * len(model.layers[li].op_type) + 24)
     ss = np.asarray(seg_src, np.int64)
     sd = np.asarray(seg_dst, np.int64)
     # side inputs (layers fed only by constants, e.g. Unsqueeze of a weight) barely pull their

@@ -42,6 +42,8 @@ class TimingPanel(QWidget):
         self.layer_plot.setLabel("bottom", "layer (execution order)")
         self.layer_plot.showGrid(y=True, alpha=0.25)
         self.layer_plot.setMouseEnabled(x=True, y=False)
+        for plot_axis in ("left", "bottom"):
+            self.layer_plot.getAxis(plot_axis).enableAutoSIPrefix(False)
         self.bars: dict[str, pg.BarGraphItem] = {}
         for key, color, label in CLASSES:
             item = pg.BarGraphItem(x=np.zeros(0), height=np.zeros(0), width=0.8,
@@ -58,12 +60,14 @@ class TimingPanel(QWidget):
         self.latency_plot.setLabel("left", "total ms")
         self.latency_plot.setLabel("bottom", "run")
         self.latency_plot.showGrid(x=True, y=True, alpha=0.25)
+        self.latency_plot.getAxis("left").enableAutoSIPrefix(False)
         self.latency_curve = self.latency_plot.plot([], [], pen=pg.mkPen("#1F6FEB", width=2))
 
         self.op_plot = pg.PlotWidget()
         self.op_plot.setLabel("bottom", "ms per run")
         self.op_plot.setMouseEnabled(x=False, y=False)
         self.op_plot.hideButtons()
+        self.op_plot.getAxis("bottom").enableAutoSIPrefix(False)
         self.op_bars = pg.BarGraphItem(x0=np.zeros(0), y=np.zeros(0), height=0.7,
                                        width=np.zeros(0), brush=pg.mkBrush("#5B8DEF"),
                                        pen=pg.mkPen(None))
@@ -138,6 +142,9 @@ class TimingPanel(QWidget):
             item.setOpts(x=x[sel], height=ms[sel])
         if first:
             self.layer_plot.setXRange(-1, len(ms), padding=0.01)
+            step = max(1, int(np.ceil(len(ms) / 12)))
+            self.layer_plot.getAxis("bottom").setTickSpacing(step, step)
+            self.hover.setText("Hover a bar for the layer's time; click it to select the layer.")
         _hysteresis(self.layer_plot, "y", float(ms.max()) if len(ms) else 1.0)
 
     def update_latency(self, profile: Profile) -> None:
@@ -153,14 +160,16 @@ class TimingPanel(QWidget):
             start = self.run_numbers[0]
             self.latency_plot.setXRange(start, start + max(50, (self._runs - start) // 50 * 50
                                                             + 50), padding=0)
-        _hysteresis(self.latency_plot, "y", max(self.latency))
+        # the first run includes compilation: scale to the recent runs, not to it
+        recent = self.latency[-30:] if len(self.latency) > 1 else self.latency
+        _hysteresis(self.latency_plot, "y", max(recent[1:] if len(recent) > 3 else recent))
         med = float(np.median(self.latency[-20:]))
         self.summary.setText(f"{profile.backend}: total <b>{profile.total_ms:.2f} ms</b> "
                              f"(layers {profile.layer_ms():.2f} ms) · median of last "
                              f"{min(20, len(self.latency))}: {med:.2f} ms")
 
     def update_ops(self, profile: Profile) -> None:
-        ops = list(profile.by_op_type().items())[:14]
+        ops = list(profile.by_op_type().items())[:8]
         if not ops:
             return
         self.op_bars.setOpts(x0=np.zeros(len(ops)), y=np.arange(len(ops), dtype=float),
