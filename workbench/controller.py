@@ -109,6 +109,12 @@ class EngineController(QObject):
         self._thread = threading.Thread(target=self._loop, name="workbench-controller",
                                         daemon=True)
         self._thread.start()
+        self._preview_request: tuple | None = None
+        self._preview_wake = threading.Event()
+        self._closing = False
+        self._preview_thread = threading.Thread(target=self._preview_loop,
+                                                name="workbench-preview", daemon=True)
+        self._preview_thread.start()
 
     # -- public, called on the UI thread; each only queues work ---------------------------
     def load(self, path: str) -> int:
@@ -121,7 +127,9 @@ class EngineController(QObject):
         return gen
 
     def probe_backends(self) -> None:
-        self._jobs.put((self._do_probe, ()))
+        """Find out which backends work, on a thread of its own (a GPU adapter can take a
+        while to open, and loading a model must not wait for it)."""
+        threading.Thread(target=self._do_probe, name="workbench-probe", daemon=True).start()
 
     def prepare(self, backend: BackendType) -> None:
         self.stop()
@@ -142,8 +150,12 @@ class EngineController(QObject):
 
     def preview(self, layer_index: int, tensor: str, feeds: dict[str, np.ndarray],
                 feeds_key: object) -> None:
-        self._jobs.put((self._do_preview, (layer_index, tensor, feeds, feeds_key,
-                                           self._generation)))
+        """Compute one layer's output for the details panel, beside any runs in progress;
+        only the newest request is served."""
+        with self._lock:
+            self._preview_request = (layer_index, tensor, feeds, feeds_key, self._generation,
+                                     self.model)
+        self._preview_wake.set()
 
     def take_result(self) -> RunResult | None:
         with self._lock:
@@ -156,6 +168,8 @@ class EngineController(QObject):
 
     def shutdown(self, timeout: float = 5.0) -> None:
         self.stop()
+        self._closing = True
+        self._preview_wake.set()
         self._jobs.put(None)
         self._thread.join(timeout)
 
@@ -263,10 +277,11 @@ class EngineController(QObject):
         index = 0
         while True:
             first = worker.last_profile is None
-            if first:
-                self.progress.emit("First run (kernels compile on first use)…", -1.0)
             try:
-                worker.schedule(feeds)
+                if first and not self._first_run(worker, feeds, token):
+                    return
+                if not first:
+                    worker.schedule(feeds)
                 tensors = [worker.peek_output(n) for n in names]
                 for t in tensors:
                     t.readback_request()
@@ -291,6 +306,25 @@ class EngineController(QObject):
                 return
             time.sleep(0.001)  # let the UI thread take the interpreter between runs
 
+    def _first_run(self, worker: Worker, feeds, token: int) -> bool:
+        """The first run compiles kernels: step through it layer by layer with progress."""
+        n = len(self.model.layers)
+        label = worker.backend_type.name
+        last = 0.0
+        steps = worker.schedule_iterable(feeds)
+        try:
+            for i, layer in enumerate(steps):
+                if token != self._token:
+                    return False
+                now = time.perf_counter()
+                if now - last > 0.05:
+                    last = now
+                    self.progress.emit(f"First {label} run, compiling kernels: layer {i + 1}/{n}"
+                                       f" ({layer.op_type})", (i + 1) / max(n, 1))
+        finally:
+            steps.close()
+        return True
+
     def _publish(self, result: RunResult) -> None:
         with self._lock:
             # a result left over from a stopped run must not swallow this run's signal
@@ -299,15 +333,30 @@ class EngineController(QObject):
         if not had:
             self.result_ready.emit()
 
-    def _do_preview(self, layer_index: int, tensor: str, feeds, feeds_key, gen: int) -> None:
+    def _preview_loop(self) -> None:
+        while True:
+            self._preview_wake.wait()
+            self._preview_wake.clear()
+            if self._closing:
+                return
+            with self._lock:
+                request, self._preview_request = self._preview_request, None
+            if request is None:
+                continue
+            try:
+                self._do_preview(*request)
+            except Exception as exc:  # a preview must never kill its thread
+                self.preview_ready.emit(request[1], f"preview failed: {describe_error(exc)}")
+
+    def _do_preview(self, layer_index: int, tensor: str, feeds, feeds_key, gen: int,
+                    model) -> None:
         """Compute one layer's output on the CPU interpreter from the current inputs."""
-        if not self._current(gen) or self.model is None:
+        if not self._current(gen) or model is None:
             return
         from engine.backends.cpu.interpreter import run_layer
 
-        model = self.model
-        if feeds_key != self._preview_key:
-            self._preview_cache, self._preview_key = {}, feeds_key
+        if (gen, feeds_key) != self._preview_key:
+            self._preview_cache, self._preview_key = {}, (gen, feeds_key)
         env = self._preview_cache
         if tensor not in env:
             if not env:
