@@ -31,6 +31,7 @@ from workbench.layout import KIND_INPUT, KIND_LAYER, GraphLayout
 TEXT_LOD = 0.42     # draw node text above this zoom
 LABEL_LOD = 0.75    # draw edge shape labels above this zoom
 ROUND_LOD = 0.25    # rounded corners above this zoom
+BAND_H = 1200.0     # height of the bands edges are grouped in (scene units)
 
 
 class GraphItem(QGraphicsItem):
@@ -50,14 +51,7 @@ class GraphItem(QGraphicsItem):
         self.index_of = {name: i for i, name in enumerate(layout.names)
                          if layout.kinds[i] == KIND_LAYER}
         self.forced = set(model.cpu_forced)
-        self.edge_path = QPainterPath()
-        self.forced_path = QPainterPath()
-        for e in layout.edges:
-            path = self.forced_path if any(t in self.forced for t in e.tensors) else self.edge_path
-            pts = e.points
-            path.moveTo(float(pts[0, 0]), float(pts[0, 1]))
-            for px, py in pts[1:]:
-                path.lineTo(float(px), float(py))
+        self._build_edge_bands(layout)
         # edge label anchors: just below the producer, where the tensor leaves it
         self.label_xy = np.array([[e.points[0, 0], e.points[0, 1] + 12] for e in layout.edges]
                                  ).reshape(-1, 2)
@@ -73,6 +67,40 @@ class GraphItem(QGraphicsItem):
         self.selected = -1
         self.matches = np.zeros(n, bool)
         self.set_placement(None)
+
+    def _build_edge_bands(self, layout: GraphLayout) -> None:
+        """Edges as paths per horizontal band, so painting touches only the visible bands."""
+        segs, forced_flags = [], []
+        tips, dirs = [], []
+        for e in layout.edges:
+            pts = e.points
+            segs.append(np.hstack([pts[:-1], pts[1:]]))
+            forced_flags.append(np.full(len(pts) - 1, any(t in self.forced for t in e.tensors)))
+            d = pts[-1] - pts[-2]
+            tips.append(pts[-1])
+            dirs.append(d / (float(np.hypot(*d)) or 1.0))
+        self.tips = np.asarray(tips).reshape(-1, 2)
+        self.tip_dirs = np.asarray(dirs).reshape(-1, 2)
+        self.bands: list[tuple[float, float, QPainterPath, QPainterPath]] = []
+        if not segs:
+            return
+        seg = np.vstack(segs)
+        forced = np.concatenate(forced_flags)
+        y0 = np.minimum(seg[:, 1], seg[:, 3])
+        y1 = np.maximum(seg[:, 1], seg[:, 3])
+        top, bottom = float(y0.min()), float(y1.max())
+        for lo in np.arange(top, bottom + BAND_H, BAND_H):
+            hi = lo + BAND_H
+            sel = np.flatnonzero((y1 >= lo) & (y0 < hi))
+            if not len(sel):
+                continue
+            paths = (QPainterPath(), QPainterPath())
+            for k in sel.tolist():
+                path = paths[1] if forced[k] else paths[0]
+                x_a, y_a, x_b, y_b = seg[k].tolist()
+                path.moveTo(x_a, y_a)
+                path.lineTo(x_b, y_b)
+            self.bands.append((float(y0[sel].min()), float(y1[sel].max()), *paths))
 
     # -- state ------------------------------------------------------------------------------
     def set_placement(self, placement: dict | None) -> None:
@@ -107,13 +135,17 @@ class GraphItem(QGraphicsItem):
         if lod > 0.2:
             painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
         edge_pen = QPen(QColor(theme.EDGE_COLOR), 1.3 if lod > 0.3 else 0)
-        painter.setPen(edge_pen)
+        forced_pen = QPen(QColor(theme.FORCED_COLOR), 2.0 if lod > 0.3 else 0,
+                          Qt.PenStyle.DashLine)
         painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawPath(self.edge_path)
-        if not self.forced_path.isEmpty():
-            fp = QPen(QColor(theme.FORCED_COLOR), 2.0 if lod > 0.3 else 0, Qt.PenStyle.DashLine)
-            painter.setPen(fp)
-            painter.drawPath(self.forced_path)
+        for lo, hi, path, forced in self.bands:
+            if hi < exposed.top() or lo > exposed.bottom():
+                continue
+            painter.setPen(edge_pen)
+            painter.drawPath(path)
+            if not forced.isEmpty():
+                painter.setPen(forced_pen)
+                painter.drawPath(forced)
 
         pad = 40.0
         half_w, half_h = lay.w / 2, lay.h / 2
@@ -203,14 +235,13 @@ class GraphItem(QGraphicsItem):
     def _draw_arrows(self, painter: QPainter, exposed: QRectF, lod: float) -> None:
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(QColor(theme.EDGE_COLOR))
-        for e in self.layout.edges:
-            tip = e.points[-1]
-            if not exposed.contains(QPointF(float(tip[0]), float(tip[1]))):
-                continue
-            prev = e.points[-2]
-            d = tip - prev
-            norm = float(np.hypot(*d)) or 1.0
-            d = d / norm
+        t = self.tips
+        if not len(t):
+            return
+        vis = np.flatnonzero((t[:, 0] >= exposed.left()) & (t[:, 0] <= exposed.right())
+                             & (t[:, 1] >= exposed.top()) & (t[:, 1] <= exposed.bottom()))
+        for k in vis.tolist():
+            tip, d = t[k], self.tip_dirs[k]
             n = np.array([-d[1], d[0]])
             base = tip - d * 8
             a, b = base + n * 4, base - n * 4

@@ -237,8 +237,10 @@ def compute_layout(model: Model, sweeps: int = 4) -> GraphLayout:
             if not len(seg):
                 continue
             here, there = (sd[seg], ss[seg]) if down else (ss[seg], sd[seg])
-            num = np.bincount(here, weights=pos[there], minlength=n)[m]
-            cnt = np.bincount(here, minlength=n)[m]
+            # members are stored in position order, so pos[] is each node's local index
+            local = pos[here].astype(np.int64)
+            num = np.bincount(local, weights=pos[there], minlength=len(m))
+            cnt = np.bincount(local, minlength=len(m))
             bary = np.where(cnt > 0, num / np.maximum(cnt, 1), pos[m])
             order = np.lexsort((pos[m], bary))
             members[r] = m = m[order]
@@ -262,8 +264,9 @@ def compute_layout(model: Model, sweeps: int = 4) -> GraphLayout:
                 continue
             here, there = (sd[seg], ss[seg]) if down else (ss[seg], sd[seg])
             wt = seg_w[seg]
-            num = np.bincount(here, weights=x[there] * wt, minlength=n)[m]
-            cnt = np.bincount(here, weights=wt, minlength=n)[m]
+            local = pos[here].astype(np.int64)
+            num = np.bincount(local, weights=x[there] * wt, minlength=len(m))
+            cnt = np.bincount(local, weights=wt, minlength=len(m))
             target = np.where(cnt > 0, num / np.where(cnt > 0, cnt, 1), x[m])
             nodew = np.where(side[m], 0.05, np.maximum(cnt, 0.2))
             x[m] = _pava(target, offsets[r], nodew)
