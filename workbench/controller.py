@@ -24,6 +24,7 @@ from PySide6.QtCore import QObject, Signal
 from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker, executor
 from engine.backends import create_backend
 from engine.profile import Profile
+from workbench.graph_view import build_geometry
 from workbench.layout import GraphLayout, compute_layout
 
 
@@ -39,6 +40,7 @@ class LoadedModel:
     load_ms: float = 0.0
     layout_ms: float = 0.0
     generation: int = 0
+    geometry: Any = None  # workbench.graph_view.GraphGeometry, built off the UI thread
 
 
 @dataclass
@@ -211,6 +213,7 @@ class EngineController(QObject):
             t1 = time.perf_counter()
             self.progress.emit("Laying out the graph…", -1.0)
             layout = compute_layout(model)
+            geometry = build_geometry(layout, model)
             t2 = time.perf_counter()
             pre, labels = read_model_metadata(path)
         except Exception as exc:
@@ -225,7 +228,7 @@ class EngineController(QObject):
         self.model = model
         self.progress.emit("", 1.0)
         self.model_ready.emit(LoadedModel(path, model, layout, pre, labels,
-                                          (t1 - t0) * 1e3, (t2 - t1) * 1e3, gen))
+                                          (t1 - t0) * 1e3, (t2 - t1) * 1e3, gen, geometry))
 
     def _do_probe(self) -> None:
         status: dict[BackendType, str | None] = {BackendType.CPU: None}

@@ -8,6 +8,8 @@ when zoomed out, and adds text, rounded corners and edge labels only when they a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen, QPixmap
@@ -34,73 +36,109 @@ ROUND_LOD = 0.25    # rounded corners above this zoom
 BAND_H = 1200.0     # height of the bands edges are grouped in (scene units)
 
 
+@dataclass
+class GraphGeometry:
+    """Everything painting needs that depends only on the layout; built off the UI thread
+    (QRectF and QPainterPath are plain values, safe to make in any thread)."""
+
+    rect: QRectF
+    rects: list[QRectF]
+    bands: list[tuple[float, float, QPainterPath, QPainterPath]]
+    tips: np.ndarray
+    tip_dirs: np.ndarray
+    label_xy: np.ndarray
+    forced_producer: np.ndarray
+    index_of: dict[str, int]
+
+
+def build_geometry(layout: GraphLayout, model) -> GraphGeometry:
+    """Node rectangles, banded edge paths, arrow tips and label anchors of a layout."""
+    left, top, right, bottom = layout.bounds
+    n = len(layout.names)
+    left_x, top_y = layout.x - layout.w / 2, layout.y - layout.h / 2
+    rects = [QRectF(float(left_x[i]), float(top_y[i]), float(layout.w[i]), float(layout.h[i]))
+             for i in range(n)]
+    forced = set(model.cpu_forced)
+    forced_producer = np.zeros(n, bool)
+    for i in range(n):
+        li = layout.layer_index[i]
+        if li >= 0 and any(o in forced for o in model.layers[li].outputs):
+            forced_producer[i] = True
+    tips, dirs = _edge_tips(layout)
+    # edge label anchors: just below the producer, where the tensor leaves it
+    label_xy = np.array([[e.points[0, 0], e.points[0, 1] + 12] for e in layout.edges]
+                        ).reshape(-1, 2)
+    return GraphGeometry(QRectF(left - 40, top - 40, right - left + 80, bottom - top + 80),
+                         rects, _edge_bands(layout, forced), tips, dirs, label_xy,
+                         forced_producer,
+                         {name: i for i, name in enumerate(layout.names)
+                          if layout.kinds[i] == KIND_LAYER})
+
+
+def _edge_tips(layout: GraphLayout) -> tuple[np.ndarray, np.ndarray]:
+    if not layout.edges:
+        return np.zeros((0, 2)), np.zeros((0, 2))
+    tips = np.array([e.points[-1] for e in layout.edges])
+    d = tips - np.array([e.points[-2] for e in layout.edges])
+    norm = np.hypot(d[:, 0], d[:, 1])
+    return tips, d / np.where(norm > 0, norm, 1.0)[:, None]
+
+
+def _edge_bands(layout: GraphLayout, forced_names: set[str]):
+    """Edges as paths per horizontal band, so painting touches only the visible bands."""
+    if not layout.edges:
+        return []
+    seg = np.vstack([np.hstack([e.points[:-1], e.points[1:]]) for e in layout.edges])
+    forced = np.repeat([any(t in forced_names for t in e.tensors) for e in layout.edges],
+                       [len(e.points) - 1 for e in layout.edges])
+    y0 = np.minimum(seg[:, 1], seg[:, 3])
+    y1 = np.maximum(seg[:, 1], seg[:, 3])
+    # a segment goes in every band it crosses
+    first = np.floor((y0 - y0.min()) / BAND_H).astype(np.int64)
+    last = np.floor((y1 - y0.min()) / BAND_H).astype(np.int64)
+    order = np.argsort(first, kind="stable")
+    rows = seg.tolist()
+    bands = []
+    long_segs = np.flatnonzero(last > first)  # few: only direct long edges
+    starts = np.searchsorted(first[order], np.arange(int(last.max()) + 2))
+    for b in range(int(last.max()) + 1):
+        sel = order[starts[b]:starts[b + 1]]
+        extra = long_segs[(first[long_segs] < b) & (last[long_segs] >= b)]
+        sel = np.concatenate([sel, extra]) if len(extra) else sel
+        if not len(sel):
+            continue
+        paths = (QPainterPath(), QPainterPath())
+        for k in sel.tolist():
+            path = paths[1] if forced[k] else paths[0]
+            x_a, y_a, x_b, y_b = rows[k]
+            path.moveTo(x_a, y_a)
+            path.lineTo(x_b, y_b)
+        bands.append((float(y0[sel].min()), float(y1[sel].max()), *paths))
+    return bands
+
+
 class GraphItem(QGraphicsItem):
     """Draws a whole ``GraphLayout``; state (placement, times, selection) is set by the view."""
 
-    def __init__(self, layout: GraphLayout, model):
+    def __init__(self, layout: GraphLayout, model, geometry: GraphGeometry | None = None):
         super().__init__()
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption, True)
         self.layout = layout
         self.model = model
-        left, top, right, bottom = layout.bounds
-        self._rect = QRectF(left - 40, top - 40, right - left + 80, bottom - top + 80)
-        n = len(layout.names)
-        left_x, top_y = layout.x - layout.w / 2, layout.y - layout.h / 2
-        self.rects = [QRectF(float(left_x[i]), float(top_y[i]), float(layout.w[i]),
-                             float(layout.h[i])) for i in range(n)]
-        self.index_of = {name: i for i, name in enumerate(layout.names)
-                         if layout.kinds[i] == KIND_LAYER}
+        geo = geometry or build_geometry(layout, model)
+        self._rect = geo.rect
+        self.rects, self.bands = geo.rects, geo.bands
+        self.tips, self.tip_dirs, self.label_xy = geo.tips, geo.tip_dirs, geo.label_xy
+        self.forced_producer, self.index_of = geo.forced_producer, geo.index_of
         self.forced = set(model.cpu_forced)
-        self._build_edge_bands(layout)
-        # edge label anchors: just below the producer, where the tensor leaves it
-        self.label_xy = np.array([[e.points[0, 0], e.points[0, 1] + 12] for e in layout.edges]
-                                 ).reshape(-1, 2)
+        n = len(layout.names)
         self.node_class = np.zeros(n, np.int8)  # index into self.classes
         self.classes: list[tuple[QBrush, QPen]] = []
         self.fallback = np.zeros(n, bool)
-        self.forced_producer = np.zeros(n, bool)
-        for i in range(n):
-            li = layout.layer_index[i]
-            if li >= 0 and any(o in self.forced for o in model.layers[li].outputs):
-                self.forced_producer[i] = True
         self.times: dict[str, float] = {}
         self.selected = -1
         self.matches = np.zeros(n, bool)
         self.set_placement(None)
-
-    def _build_edge_bands(self, layout: GraphLayout) -> None:
-        """Edges as paths per horizontal band, so painting touches only the visible bands."""
-        segs, forced_flags = [], []
-        tips, dirs = [], []
-        for e in layout.edges:
-            pts = e.points
-            segs.append(np.hstack([pts[:-1], pts[1:]]))
-            forced_flags.append(np.full(len(pts) - 1, any(t in self.forced for t in e.tensors)))
-            d = pts[-1] - pts[-2]
-            tips.append(pts[-1])
-            dirs.append(d / (float(np.hypot(*d)) or 1.0))
-        self.tips = np.asarray(tips).reshape(-1, 2)
-        self.tip_dirs = np.asarray(dirs).reshape(-1, 2)
-        self.bands: list[tuple[float, float, QPainterPath, QPainterPath]] = []
-        if not segs:
-            return
-        seg = np.vstack(segs)
-        forced = np.concatenate(forced_flags)
-        y0 = np.minimum(seg[:, 1], seg[:, 3])
-        y1 = np.maximum(seg[:, 1], seg[:, 3])
-        top, bottom = float(y0.min()), float(y1.max())
-        for lo in np.arange(top, bottom + BAND_H, BAND_H):
-            hi = lo + BAND_H
-            sel = np.flatnonzero((y1 >= lo) & (y0 < hi))
-            if not len(sel):
-                continue
-            paths = (QPainterPath(), QPainterPath())
-            for k in sel.tolist():
-                path = paths[1] if forced[k] else paths[0]
-                x_a, y_a, x_b, y_b = seg[k].tolist()
-                path.moveTo(x_a, y_a)
-                path.lineTo(x_b, y_b)
-            self.bands.append((float(y0[sel].min()), float(y1[sel].max()), *paths))
 
     # -- state ------------------------------------------------------------------------------
     def set_placement(self, placement: dict | None) -> None:
@@ -348,10 +386,11 @@ class GraphView(QGraphicsView):
         self.placement: dict = {}
 
     # -- content ----------------------------------------------------------------------------
-    def set_graph(self, layout: GraphLayout, model) -> None:
+    def set_graph(self, layout: GraphLayout, model, geometry: GraphGeometry | None = None
+                  ) -> None:
         """Show a new model's graph; emits ``drawn`` after its first paint."""
         self.scene().clear()
-        self.item = GraphItem(layout, model)
+        self.item = GraphItem(layout, model, geometry)
         self.scene().addItem(self.item)
         self.scene().setSceneRect(self.item.boundingRect())
         self.placement = {}

@@ -164,8 +164,12 @@ def _pava(target: np.ndarray, offsets: np.ndarray, weight: np.ndarray) -> np.nda
     return np.repeat(np.asarray(vals), counts) + offsets
 
 
-def compute_layout(model: Model, sweeps: int = 4) -> GraphLayout:
-    """Lay out ``model``'s layers top to bottom; pure NumPy, safe to call off the UI thread."""
+def compute_layout(model: Model, sweeps: int | None = None) -> GraphLayout:
+    """Lay out ``model``'s layers top to bottom; pure NumPy, safe to call off the UI thread.
+
+    ``sweeps`` (ordering and placement passes) defaults to 4, fewer for very deep graphs so
+    the time stays near-linear in the number of layers.
+    """
     names, kinds_l, layer_idx_l, edge_map = graph_of(model)
     n_real = len(names)
     kinds = np.asarray(kinds_l, np.int8)
@@ -199,6 +203,9 @@ def compute_layout(model: Model, sweeps: int = 4) -> GraphLayout:
                 seg_dst.append(v)
     n = len(node_rank)
     ranks = np.asarray(node_rank, np.int64)
+    if sweeps is None:
+        depth = int(ranks.max()) + 1 if len(ranks) else 0
+        sweeps = 4 if depth <= 1500 else 2 if depth <= 4000 else 1
     width = np.full(n, DUMMY_W)
     width[:n_real] = np.where(kinds == KIND_LAYER, NODE_W, IO_W)
     # long op names (BatchNormalization, ...) get wider boxes; ~8 units per bold character

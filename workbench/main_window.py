@@ -43,8 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESOURCES = os.path.join(ROOT, "resources")
 DEMO_MODEL = os.path.join(RESOURCES, "digits_cnn.onnx")
 PENDING = "checking…"
-UI_INTERVAL_MS = 120  # newest run result shown at most this often while running continuously
-STAGE_MS = 12  # a result is shown in steps, so no single repaint holds the UI thread long
+UI_INTERVAL_MS = 200  # newest run result shown at most this often while running continuously
+STAGE_MS = 15  # a result is shown in steps, so no single repaint holds the UI thread long
 GRAPH_TIMES_MS = 1000  # node labels with times refresh at most this often while running
 MAX_RECENT = 8
 
@@ -358,7 +358,7 @@ class MainWindow(QMainWindow):
         self.placement, self.times, self.last_profile, self.last_outputs = {}, {}, None, {}
         self.runs_shown = 0
         self.load_timings.update(load_ms=lm.load_ms, layout_ms=lm.layout_ms)
-        self.graph.set_graph(lm.layout, model)
+        self.graph.set_graph(lm.layout, model, lm.geometry)
         self.inputs.set_model(model, lm.preprocess)
         self._feed_sample(lm)
         self.outputs.set_model(model, lm.labels)
@@ -470,12 +470,16 @@ class MainWindow(QMainWindow):
             self.placement = result.placement
             self.graph.set_placement(self.placement)
         self.timing.update_bars(result.profile)
+        # paint now, alone: left to the event loop, several plots would repaint together
+        self.timing.layer_plot.viewport().repaint()
 
     def _show_latency(self, result: RunResult) -> None:
         self.timing.update_latency(result.profile)
+        self.timing.latency_plot.viewport().repaint()
 
     def _show_ops(self, result: RunResult) -> None:
         self.timing.update_ops(result.profile)
+        self.timing.op_plot.viewport().repaint()
 
     def _show_rest(self, result: RunResult) -> None:
         profile = result.profile
