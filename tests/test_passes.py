@@ -230,3 +230,31 @@ def test_no_expansion_when_the_body_cannot_run(hide_kernels):
                   opset=18)
     m = ModelLoader.load(proto.SerializeToString())
     assert [x.op_type for x in m.layers] == ["Elu"] and m.pass_stats["expanded"] == 0
+
+
+def test_inspect_shows_pass_stats_and_cpu_forced(tmp_path, capsys):
+    from engine.cli import main
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Identity", ["r"], ["i"]),
+             helper.make_node("Shape", ["i"], ["s"]), helper.make_node("Add", ["s", "k"], ["s2"]),
+             helper.make_node("Reshape", ["i", "s2"], ["y"])]
+    path = tmp_path / "m.onnx"
+    onnx.save(model(nodes, [("x", F, ["N", 4]), ("k", I64, [2])], [("y", F, [None, None])]),
+              str(path))
+    assert main(["inspect", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "import passes:" in out and "removed 1" in out
+    assert "CPU-forced tensors (2): s, s2" in out
+    assert any("Add" in line and line.endswith("CPU-forced") for line in out.splitlines())
+
+
+def test_static_shape_fill_in():
+    from engine.passes.shapes import infer_shapes
+
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]),
+             helper.make_node("Reshape", ["t", "shape"], ["y"])]
+    m = ModelLoader.load(model(nodes, [("x", F, [2, 6])], [("y", F, [None, None])],
+                               [("shape", np.array([3, -1], np.int64))]).SerializeToString())
+    m.value_info.clear()
+    assert infer_shapes(m) == 2
+    assert m.value_info["t"].shape == (6, 2) and m.value_info["y"].shape == (3, 4)

@@ -15,6 +15,7 @@ import threading
 import numpy as np
 from numba import njit, prange
 
+from engine.backends.cpu import threads
 from engine.backends.cpu.activation import activation_of, epilogue
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
@@ -179,7 +180,7 @@ def Conv(layer, inputs):
             else:
                 cols = _SCRATCH.get((Cg * K, P), x.dtype)
                 im2col(xg, cols, gi)
-            np.matmul(w2[k * Mg:(k + 1) * Mg], cols, out=out3[n, k * Mg:(k + 1) * Mg])
+            threads.matmul(w2[k * Mg:(k + 1) * Mg], cols, out3[n, k * Mg:(k + 1) * Mg])
         epilogue(out3[n], bias, act)
     return out
 
@@ -205,7 +206,7 @@ def ConvTranspose(layer, inputs):
     for n in range(N):
         for k in range(group):
             cols = _SCRATCH.get((Mg * K, P), x.dtype)
-            np.matmul(w2[k], x3[n, k * Cg:(k + 1) * Cg], out=cols)
+            threads.matmul(w2[k], x3[n, k * Cg:(k + 1) * Cg], cols)
             col2im(cols, out5[n, k * Mg:(k + 1) * Mg], gi)
         epilogue(out.reshape(N, M, -1)[n], bias, activation_of(layer))
     return out

@@ -71,6 +71,62 @@ def pool3d(x, out, idx, g, mode, count_pad, p, col_major):
 
 
 @njit(parallel=True, nogil=True, cache=True)
+def pool2d_separable(x, out, g, is_max, count_pad):
+    """Max/average 2-D pooling as a horizontal then a vertical pass (k + k taps, not k * k).
+    x: (NC, H, W); out: (NC, oh, ow); ``g``: kernel, strides, dilations, pads_begin and
+    explicit pads_end, 2 values each. Averages divide by valid (or in-pad) rows x columns."""
+    kh, kw, sh, sw, dh, dw, ph, pw, eh, ew = g
+    NC, H, W = x.shape
+    _, oh, ow = out.shape
+    lo_y, hi_y = (-ph, H + eh) if count_pad else (0, H)
+    lo_x, hi_x = (-pw, W + ew) if count_pad else (0, W)
+    cw = np.zeros(ow, np.float64)
+    for q in range(ow):
+        for j in range(kw):
+            ix = q * sw - pw + j * dw
+            if lo_x <= ix < hi_x:
+                cw[q] += 1
+    for nc in prange(NC):
+        tmp = np.empty((H, ow), x.dtype)
+        for r in range(H):
+            for q in range(ow):
+                acc = -np.inf if is_max else 0.0
+                for j in range(kw):
+                    ix = q * sw - pw + j * dw
+                    if 0 <= ix < W:
+                        v = x[nc, r, ix]
+                        if is_max:
+                            acc = max(acc, v)
+                        else:
+                            acc += v
+                tmp[r, q] = acc
+        for y in range(oh):
+            row = out[nc, y]
+            first = True
+            cy = 0
+            for i in range(kh):
+                iy = y * sh - ph + i * dh
+                if lo_y <= iy < hi_y:
+                    cy += 1
+                if iy < 0 or iy >= H:
+                    continue
+                if first:
+                    row[:] = tmp[iy]
+                    first = False
+                elif is_max:
+                    for q in range(ow):
+                        row[q] = max(row[q], tmp[iy, q])
+                else:
+                    for q in range(ow):
+                        row[q] += tmp[iy, q]
+            if first:
+                row[:] = -np.inf if is_max else 0.0
+            if not is_max:
+                for q in range(ow):
+                    row[q] = row[q] / max(cy * cw[q], 1.0)
+
+
+@njit(parallel=True, nogil=True, cache=True)
 def global_pool(x, out, mode, p):
     """x: (NC, S) -> out: (NC,)."""
     NC, S = x.shape
@@ -92,6 +148,11 @@ def _as3d(v, fill):
     return (fill,) * (3 - len(v)) + tuple(int(i) for i in v)
 
 
+def _g2(gt: tuple[int, ...]) -> tuple[int, ...]:
+    """The 2-D (last two axes) values of a 15-int 3-D geometry tuple."""
+    return tuple(v for i, v in enumerate(gt) if i % 3)
+
+
 def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = False):
     if x.ndim < 3 or x.ndim > 5:
         raise KernelError(f"layer {layer.name!r}: the CPU pools 1-D, 2-D and 3-D inputs only "
@@ -103,8 +164,13 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
     gt = (*_as3d(g.kernel, 1), *_as3d(g.strides, 1), *_as3d(g.dilations, 1),
           *_as3d(g.pads_begin, 0), *_as3d(explicit_end, 0))
     N, C = x.shape[:2]
-    xs = np.ascontiguousarray(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     out = np.empty((N, C, *g.out_shape), x.dtype)
+    if g.rank == 2 and mode in (MAX, AVG) and not want_idx and x.dtype.kind == "f":
+        pool2d_separable(np.ascontiguousarray(x).reshape(N * C, *x.shape[2:]),
+                         out.reshape(N * C, *g.out_shape), _g2(gt),
+                         mode == MAX, bool(layer.attr("count_include_pad", 0)))
+        return out
+    xs = np.ascontiguousarray(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)
     pool3d(xs, out.reshape(N * C, *_as3d(g.out_shape, 1)),
            idx.reshape(N * C, *_as3d(g.out_shape, 1)) if want_idx else np.empty((0, 0, 0, 0),
