@@ -63,7 +63,7 @@ def last_error(w):
 def test_opens_demo_model_with_graph_and_placement(qtbot, window):
     open_and_wait(qtbot, window, DEMO_MODEL)
     model = window.loaded.model
-    assert [layer.op_type for layer in model.layers][:3] == ["Conv", "Relu", "MaxPool"]
+    assert {"Conv", "MaxPool", "Gemm"} <= {layer.op_type for layer in model.layers}
     item = window.graph.item
     assert set(item.index_of) == {layer.name for layer in model.layers}
     assert all(p.backend is BackendType.CPU for p in window.placement.values())

@@ -52,6 +52,7 @@ def test_heartbeat_while_loading_densenet(qtbot, window):
     result = measure_load(QApplication.instance(), window, path)
     print(f"\ndensenet121 load: {result}")
     assert "error" not in result, result
-    assert len(window.graph.item.index_of) == len(window.loaded.model.layers) > 600
+    # ~900 ONNX nodes; fewer layers once the importer has folded and fused them
+    assert len(window.graph.item.index_of) == len(window.loaded.model.layers) > 250
     assert result["max_gap_ms"] < 1000, result
     assert result["to_graph_ms"] < 8000, result

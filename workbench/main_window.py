@@ -148,7 +148,7 @@ class MainWindow(QMainWindow):
             self.docks[key] = dock
         self.resizeDocks([self.docks["inputs"], self.docks["details"]], [330, 360],
                          Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["timing"]], [330], Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["timing"]], [380], Qt.Orientation.Vertical)
         self.resizeDocks([self.docks["details"], self.docks["outputs"]], [330, 240],
                          Qt.Orientation.Vertical)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from engine import BackendType
@@ -68,6 +69,9 @@ class TimingPanel(QWidget):
         self.op_plot.setMouseEnabled(x=False, y=False)
         self.op_plot.hideButtons()
         self.op_plot.getAxis("bottom").enableAutoSIPrefix(False)
+        small = QFont()
+        small.setPointSizeF(7.5)
+        self.op_plot.getAxis("left").setStyle(tickFont=small)
         self.op_bars = pg.BarGraphItem(x0=np.zeros(0), y=np.zeros(0), height=0.7,
                                        width=np.zeros(0), brush=pg.mkBrush("#5B8DEF"),
                                        pen=pg.mkPen(None))
@@ -103,7 +107,7 @@ class TimingPanel(QWidget):
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(top)
         split.addWidget(bottom)
-        split.setSizes([60, 40])
+        split.setSizes([52, 48])
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 4, 4, 4)
         box.addWidget(split)
@@ -169,7 +173,7 @@ class TimingPanel(QWidget):
                              f"{min(20, len(self.latency))}: {med:.2f} ms")
 
     def update_ops(self, profile: Profile) -> None:
-        ops = list(profile.by_op_type().items())[:8]
+        ops = list(profile.by_op_type().items())[:6]
         if not ops:
             return
         self.op_bars.setOpts(x0=np.zeros(len(ops)), y=np.arange(len(ops), dtype=float),
