@@ -9,6 +9,7 @@ it is ready for one, so a fast model cannot flood the event loop.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import queue
@@ -226,6 +227,9 @@ class EngineController(QObject):
         self._close_worker()
         self._preview_cache, self._preview_key = {}, None
         self.model = model
+        # the model's objects live long: keep them out of the cyclic collector's full passes,
+        # which would otherwise stop every thread (the UI too) for long moments during runs
+        gc.freeze()
         self.progress.emit("", 1.0)
         self.model_ready.emit(LoadedModel(path, model, layout, pre, labels,
                                           (t1 - t0) * 1e3, (t2 - t1) * 1e3, gen, geometry))
