@@ -118,6 +118,8 @@ def test_run_once_on_each_backend(qtbot, window, blocks, kind):
     assert window.timing.bars[profile.layers[0].backend if not profile.layers[0].fallback
                               else "fallback"].opts["x"].size > 0
     assert "float32[1, 3, 32, 32]" in window.outputs.text()
+    card = window.outputs.cards["out"]
+    assert card.image.isVisible() and not card.image.pixmap().isNull()  # image-shaped output
     qtbot.waitUntil(lambda: not window.running, timeout=10_000)
 
 

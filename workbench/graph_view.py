@@ -31,7 +31,7 @@ from workbench import theme
 from workbench.layout import KIND_INPUT, KIND_LAYER, GraphLayout
 
 TEXT_LOD = 0.42     # draw node text above this zoom
-LABEL_LOD = 0.75    # draw edge shape labels above this zoom
+LABEL_LOD = 0.6     # draw edge shape labels above this zoom
 ROUND_LOD = 0.25    # rounded corners above this zoom
 BAND_H = 1200.0     # height of the bands edges are grouped in (scene units)
 
