@@ -74,12 +74,14 @@ def main() -> int:
             if not window.is_backend_available(kind):
                 print(f"  {name:<12} {kind.name:<12} unavailable: {window.backend_status[kind]}")
                 continue
-            r = measure_continuous(app, window, kind, seconds=args.seconds, timeout_s=600)
+            r = measure_continuous(app, window, kind, seconds=args.seconds, timeout_s=600,
+                                   min_runs=3)
             if "error" in r:
                 print(f"  {name:<12} {kind.name:<12} error: {r['error']}")
             else:
                 print(f"  {name:<12} {kind.name:<12} max UI gap {r['max_gap_ms']:6.1f} ms  "
                       f"({r['runs_shown']} runs shown, median run {r['median_ms']:.1f} ms)")
+    window.controller.shutdown(timeout=600)  # let a run in flight end before exiting
     window.close()
     return 0
 

@@ -26,7 +26,7 @@ def main() -> int:
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
-    from engine import zoo
+    from engine import BackendType, zoo
     from workbench.diagnostics import wait_until
     from workbench.main_window import DEMO_MODEL, MainWindow
 
@@ -39,7 +39,8 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     wait_until(app, lambda: "checking…" not in window.backend_status.values(), 60)
 
-    def capture(path: str, select: str | None, runs: int, prepare=None) -> None:
+    def capture(path: str, select: str | None, runs: int, prepare=None, backend=None,
+                suffix: str = "") -> None:
         done: list = []
         loaded: list = []
         window.model_loaded.connect(loaded.append)
@@ -47,6 +48,8 @@ def main() -> int:
         window.open_model(path)
         wait_until(app, lambda: bool(loaded), 120)
         window.model_loaded.disconnect(loaded.append)
+        if backend is not None:
+            window.set_backend(backend)
         if not wait_until(app, lambda: bool(window.placement), 120):
             raise SystemExit(f"{path}: backend not ready: {window.messages[-1:]}")
         window.start_run(True)
@@ -63,7 +66,7 @@ def main() -> int:
         wait_until(app, lambda: "computing" not in window.details.text(), 120)
         wait_until(app, lambda: False, 0.5)  # let the last repaints land
         name = os.path.splitext(os.path.basename(path))[0].split("_seed")[0]
-        out = os.path.join(args.out, f"workbench-{name}.png")
+        out = os.path.join(args.out, f"workbench-{name}{suffix}.png")
         window.grab().save(out)
         print(f"wrote {os.path.relpath(out, ROOT)}")
 
@@ -73,7 +76,15 @@ def main() -> int:
         window.search.setText("Concat")
         window.graph.zoom(1.0)
 
-    capture(zoo.build("densenet121"), "n59", args.runs // 2, prepare=densenet_view)
+    capture(zoo.build("densenet121"), "n59", args.runs // 2, prepare=densenet_view,
+            backend=BackendType.CPU)
+    for kind in (BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL):
+        if window.is_backend_available(kind):
+            capture(zoo.build("inception_v1"), None, 4, backend=kind,
+                    suffix=f"-{kind.value}")
+        else:
+            print(f"{kind.name} unavailable ({window.backend_status[kind]}): no screenshot")
+    window.controller.shutdown(timeout=600)  # let a run in flight end before exiting
     window.close()
     return 0
 

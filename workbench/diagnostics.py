@@ -50,11 +50,12 @@ def wait_until(app, predicate, timeout_s: float) -> bool:
 
 
 def measure_continuous(app, window, backend, seconds: float = 3.0,
-                       timeout_s: float = 180.0) -> dict:
+                       timeout_s: float = 180.0, min_runs: int = 1) -> dict:
     """Largest UI gap while ``window``'s model runs continuously on ``backend``.
 
     The backend is prepared and one warm-up run done first (compilation is measured by the
-    loading numbers, not here). Returns {"max_gap_ms", "runs_shown", "median_ms"} or
+    loading numbers, not here); then it runs for ``seconds`` and at least ``min_runs`` runs
+    (up to ``timeout_s``). Returns {"max_gap_ms", "runs_shown", "median_ms"} or
     {"error": message}.
     """
     if not window.set_backend(backend):
@@ -74,6 +75,8 @@ def measure_continuous(app, window, backend, seconds: float = 3.0,
         start = len(done)
         window.start_run(True)
         wait_until(app, lambda: len(window.messages) > n_msgs, seconds)
+        wait_until(app, lambda: len(done) - start >= min_runs or len(window.messages) > n_msgs,
+                   timeout_s)
         gap = beat.stop()
         window.stop_run()
         shown = done[start:]
