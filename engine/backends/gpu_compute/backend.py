@@ -72,9 +72,9 @@ class GpuComputeBackend(Backend):
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
-        #: "im2col" (then matmul) suits CPU adapters; "implicit" GEMM suits real GPUs
-        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or (
-            "im2col" if self.gpu.info.get("adapter_type") == "CPU" else "implicit")
+        #: "implicit" GEMM (default) or "im2col" then matmul; on lavapipe both measured within
+        #: a few percent of each other (docs/PERFORMANCE.md), the first needs no scratch memory
+        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or "implicit"
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()

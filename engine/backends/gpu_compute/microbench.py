@@ -41,7 +41,9 @@ def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
     for name, path, groups in (("reference register-blocked", "bench_matmul_ref.wgsl",
                                 (n // 4 // 8, n // 4 // 8, 1)),
                                ("reference workgroup-tiled", "bench_matmul_tiled.wgsl",
-                                (-(-n // 16), -(-n // 16), 1))):
+                                (-(-n // 16), -(-n // 16), 1)),
+                               ("reference column-per-invocation", "bench_matmul_cols.wgsl",
+                                (n // 64, n // 8, 1))):
         hc = backend.tensor(meta)
         ms = _time(backend, name, lambda p=path, g=groups, c=hc: backend.dispatch(
             Program.of(p), [ha, hb, c], pack(n, n, n, 0), g), repeat)
