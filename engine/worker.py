@@ -63,7 +63,8 @@ class Worker:
         if self.backend_type is BackendType.CPU:
             self._backend: Backend = self._cpu
         else:
-            self._backend = executor.call(functools.partial(create_backend, self.backend_type, **backend_options))
+            self._backend = executor.call(
+                functools.partial(create_backend, self.backend_type, **backend_options))
         self.placement: dict[str, Placement] = self._plan()
         self._last_use = self._liveness()
         self._const_slots = {n: _Slot(_meta_of(v), cpu=v) for n, v in model.constants.items()}

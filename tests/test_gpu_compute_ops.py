@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_compute_util import Const, assert_close, one_node, run_both
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from gpu_compute_util import Const, assert_close, one_node, run_both
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
 
@@ -302,3 +301,16 @@ def test_fused_activation_on_conv_and_gemm(rng):
             worker.schedule(feeds)
             np.testing.assert_allclose(worker.peek_output().download_to_array(), ref(plain),
                                        rtol=2e-4, atol=2e-5)
+
+
+def test_vec4_paths(rng):
+    """Sizes that are multiples of 4 take the four-per-invocation shaders."""
+    x = rng.standard_normal((2, 3, 4, 6)).astype(np.float32)
+    y = rng.standard_normal((2, 3, 4, 6)).astype(np.float32)
+    for op in ("Relu", "Sigmoid", "Exp"):
+        assert_close(*run_both(*one_node(op, [x])))
+    for op in ("Add", "Mul", "Div", "Max"):
+        assert_close(*run_both(*one_node(op, [x, y])))
+    c = [rng.standard_normal(3).astype(np.float32) for _ in range(3)]
+    var = (np.abs(rng.standard_normal(3)) + 0.5).astype(np.float32)
+    assert_close(*run_both(*one_node("BatchNormalization", [x] + [Const(v) for v in c + [var]])))

@@ -9,12 +9,12 @@ import time
 import numpy as np
 import onnx
 import pytest
+from gpu_compute_util import Const, one_node
 from onnx import helper, numpy_helper
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
 from engine.errors import BackendUnavailableError, GPUError
-from gpu_compute_util import Const, one_node
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
 GPU = BackendType.GPU_COMPUTE
@@ -189,9 +189,8 @@ def test_prepare_reports_progress_and_inspect_prints_peak(rng, capsys, tmp_path)
 def test_errors_are_engine_errors(monkeypatch, rng):
     with pytest.raises(BackendUnavailableError, match="GPU_COMPUTE unavailable"):
         Worker(_chain(rng, ["Relu"]), GPU, adapter="no-such-adapter-anywhere")
-    from engine.backends.gpu_compute.pipelines import Program
-
     from engine.backends.gpu_compute import GpuComputeBackend
+    from engine.backends.gpu_compute.pipelines import Program
 
     backend = GpuComputeBackend()
     monkeypatch.setattr(Program, "source", lambda self: "fn main( {")  # invalid WGSL

@@ -122,7 +122,8 @@ class GpuComputeBackend(Backend):
                 self.queue.write_buffer(t.buffer, 0, data)
         return t
 
-    def constant(self, layer: Layer, index: int, meta: Meta, kind: str, transform) -> GpuTensor | None:
+    def constant(self, layer: Layer, index: int, meta: Meta, kind: str,
+                 transform) -> GpuTensor | None:
         """A derived copy of a constant input (e.g. re-laid-out weights), uploaded once.
 
         Returns None when input ``index`` is not a model constant.

@@ -69,9 +69,8 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Pro
         inner = "\n".join(
             f"        acc{i} += vec4<f32>(dot(a{i}, c0), dot(a{i}, c1), dot(a{i}, c2), "
             f"dot(a{i}, c3));" for i in range(4))
-        inner = ("let c0 = load_b4(bbase, k, n0);\n        let c1 = load_b4(bbase, k, n1);\n"
-                 "        let c2 = load_b4(bbase, k, n2);\n        let c3 = load_b4(bbase, k, n3);\n"
-                 + inner)
+        loads = "".join(f"let c{j} = load_b4(bbase, k, n{j});\n        " for j in range(4))
+        inner = loads + inner
     else:  # contiguous along N (or neither): outer-product form
         vec = b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
         load = ("return b[(base + k * p.sbk + n) / 4];" if vec else

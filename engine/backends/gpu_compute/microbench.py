@@ -72,10 +72,15 @@ def bench_conv(backend, repeat: int) -> dict[str, float]:
         meta = Meta((1, m, hw, hw), np.dtype(np.float32))
         for strategy in ("implicit", "im2col"):
             backend.conv_strategy = strategy
-            holder = []
+            holder: list = []
             name = f"Conv {k}x{k} {c}->{m} @{hw}x{hw} ({strategy})"
-            ms = _time(backend, name, lambda: holder.append(backend.run_layer(
-                layer, [hx, hw_], [Meta.of(x), Meta.of(w)], [meta])[0]), repeat)
+
+            metas = (Meta.of(x), Meta.of(w))
+
+            def record(layer=layer, args=(hx, hw_), metas=metas, meta=meta, holder=holder):
+                holder.append(backend.run_layer(layer, list(args), list(metas), [meta])[0])
+
+            ms = _time(backend, name, record, repeat)
             y = backend.download(holder[-1], meta)
             _check(y, _conv_ref(x, w, k // 2), name)
             out[name] = 2 * m * c * k * k * hw * hw / ms / 1e6
