@@ -9,33 +9,14 @@ import numpy as np
 
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels import KERNELS
-from engine.backends.gpu_pixel.layout import TexLayout, fit_reason, layout_of, pack, unpack
+from engine.backends.gpu_pixel.layout import fit_reason, layout_of, pack, unpack
 from engine.backends.gpu_pixel.renderer import MAX_INPUTS, Renderer, Tex, pack_params
 from engine.errors import EngineError, GPUError, KernelError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
-
-
-class PixelTensor:
-    """A device handle: a texture holding a float32 tensor, and/or the host array it came from.
-
-    Arrays the textures cannot hold (other dtypes, empty or oversized tensors) stay on the
-    host; kernels only read those as parameters (their values are known on the CPU).
-    """
-
-    __slots__ = ("layout", "tex", "host", "derived")
-
-    def __init__(self, layout: TexLayout | None, tex: Tex | None = None,
-                 host: np.ndarray | None = None):
-        self.layout, self.tex, self.host = layout, tex, host
-        #: textures derived from this one by kernels (e.g. repacked weights), by key
-        self.derived: dict[Any, PixelTensor] = {}
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.layout.shape if self.layout is not None else tuple(self.host.shape)
 
 
 class GpuPixelBackend(Backend):
