@@ -11,6 +11,7 @@ from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels import KERNELS
+from engine.backends.gpu_pixel.kernels_conv import matrix_fit_reason
 from engine.backends.gpu_pixel.layout import fit_reason, layout_of, pack, unpack
 from engine.backends.gpu_pixel.renderer import MAX_INPUTS, Renderer, Tex, pack_params
 from engine.errors import EngineError, GPUError, KernelError
@@ -39,7 +40,16 @@ class GpuPixelBackend(Backend):
         if reason is not None:
             return reason
         # empty parameter inputs (e.g. Resize's roi) are fine; kernels check their tensors
-        shapes = [m.shape for m in metas if m is not None and m.dtype == np.float32 and m.size]
+        skip = set()
+        if layer.op_type == "Conv" and len(metas) > 1 and metas[1] is not None \
+                and metas[1].value is not None:
+            # CPU-known weights are re-wrapped into a matrix texture with its own limit
+            skip.add(1)
+            why = matrix_fit_reason(layer, metas, self.max_dim)
+            if why is not None:
+                return why
+        shapes = [m.shape for i, m in enumerate(metas) if m is not None and i not in skip
+                  and m.dtype == np.float32 and m.size]
         if all(m is not None for m in metas[:len(layer.inputs)] if m is not None):
             op = op_for(layer)
             try:
@@ -59,9 +69,9 @@ class GpuPixelBackend(Backend):
         if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
                 fit_reason(array.shape, self.max_dim) is not None:
             return PixelTensor(None, None, array)
-        handle = PixelTensor(layout_of(array.shape), None, array)
-        self._upload_texture(handle)
-        return handle
+        # the texture is written on first use (tex_of): weights that kernels re-wrap never
+        # need their plain layout
+        return PixelTensor(layout_of(array.shape), None, array)
 
     def _upload_texture(self, handle: PixelTensor) -> None:
         lay = handle.layout
