@@ -61,12 +61,16 @@ def cmd_inspect(args) -> int:
     for layer in model.layers:
         outs = ", ".join(str(model.value_info.get(o, o)) for o in layer.outputs)
         line = f"  {layer.name}: {layer.op_type}({', '.join(layer.inputs)}) -> {outs}"
+        if layer.captures:
+            line += f"  captures ({', '.join(layer.captures)})"
+        if any(o in model.cpu_forced for o in layer.outputs):
+            line += "  CPU-forced"
         if layer.name in placement:
             p = placement[layer.name]
             line += f"  [{p.backend.value}: {p.reason}]"
         print(line)
-    if model.cpu_forced:
-        print(f"CPU-forced tensors: {', '.join(sorted(model.cpu_forced))}")
+    forced = ", ".join(sorted(model.cpu_forced)) or "none"
+    print(f"CPU-forced tensors ({len(model.cpu_forced)}): {forced}")
     return 0
 
 

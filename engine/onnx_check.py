@@ -15,7 +15,7 @@ import onnx.inliner
 from engine.errors import ModelLoadError
 
 #: domains whose ops the engine knows; nodes of any other domain are rejected at load time
-KNOWN_DOMAINS = {"", "ai.onnx.ml", "ai.onnx.preview.training"}
+KNOWN_DOMAINS = {"", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"}
 MIN_OPSET = 7
 
 

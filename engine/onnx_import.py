@@ -21,6 +21,10 @@ from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_gra
 __all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_dtype"]
 
 
+#: sparse tensors are stored densely; refuse sizes that cannot be meant seriously
+MAX_DENSE_ELEMENTS = 1 << 28
+
+
 def onnx_dtype(elem_type: int) -> np.dtype:
     """NumPy dtype of an ONNX TensorProto element type (strings are ``object``)."""
     if elem_type == onnx.TensorProto.STRING:
@@ -79,6 +83,9 @@ def _attribute(attr: onnx.AttributeProto, scope: set[str], opsets: dict[str, int
 def _sparse_to_dense(sp: onnx.SparseTensorProto) -> np.ndarray:
     values = _tensor(sp.values, "sparse tensor")
     shape = tuple(int(d) for d in sp.dims)
+    if any(d < 0 for d in shape) or np.prod(shape, dtype=np.float64) > MAX_DENSE_ELEMENTS:
+        raise ModelLoadError(f"sparse tensor {sp.values.name!r} of shape {list(shape)} is too "
+                             "large to store densely")
     dense = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=values.dtype)
     idx = _tensor(sp.indices, "sparse tensor indices").astype(np.int64)
     if idx.ndim == 2:
@@ -228,10 +235,27 @@ def _model(proto: onnx.ModelProto) -> Model:
     return model
 
 
+#: ONNX data propagation materialises 1-D tensors as lists of dims: only for small ones
+DATA_PROP_MAX_DIM = 4096
+
+
+def _long_vectors(g: onnx.GraphProto) -> bool:
+    """True if a declared 1-D tensor of ``g`` (or a subgraph) is longer than DATA_PROP_MAX_DIM."""
+    for vi in list(g.input) + list(g.output) + list(g.value_info):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims) == 1 and dims[0].dim_value > DATA_PROP_MAX_DIM:
+            return True
+    if any(len(t.dims) == 1 and t.dims[0] > DATA_PROP_MAX_DIM for t in g.initializer):
+        return True
+    return any(_long_vectors(sub) for node in g.node for a in node.attribute
+               for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)))
+
+
 def _static_shapes(proto: onnx.ModelProto, model: Model) -> None:
     """Symbolic-dim shape inference from the ONNX schemas, for display and planning."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(
+            proto, strict_mode=False, data_prop=not _long_vectors(proto.graph))
     except Exception:
         return  # best effort: shapes are always known concretely at schedule time
     for vi in list(inferred.graph.value_info) + list(inferred.graph.output):

@@ -64,7 +64,7 @@ class Squeeze(Op):
         x = inputs[0]
         axes = layer.attr("axes")
         if len(inputs) > 1 and inputs[1] is not None:
-            axes = [int(a) for a in inputs[1].value]
+            axes = [int(a) for a in np.asarray(inputs[1].value).reshape(-1)]
         rank = len(x.shape)
         if axes is None:
             axes = [i for i, d in enumerate(x.shape) if d == 1]
@@ -80,7 +80,7 @@ class Unsqueeze(Op):
         x = inputs[0]
         axes = layer.attr("axes")
         if len(inputs) > 1 and inputs[1] is not None:
-            axes = [int(a) for a in inputs[1].value]
+            axes = [int(a) for a in np.asarray(inputs[1].value).reshape(-1)]
         rank = len(x.shape) + len(axes)
         axes = sorted(norm_axis(a, rank) for a in axes)
         shape = list(x.shape)

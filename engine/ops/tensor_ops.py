@@ -270,3 +270,25 @@ class Dropout_10(Dropout):
 @register_op
 class Dropout_12(Dropout_10):
     cpu_inputs = (1, 2)
+
+
+@register_op
+class QuantizeLinear(Op):
+    """Output like the input, in the zero point's (or ``output_dtype``'s) type."""
+
+    def infer(self, layer: Layer, inputs):
+        code = layer.attr("output_dtype", 0)
+        if code:
+            dtype = _onnx_dtype(code)
+        elif len(inputs) > 2 and inputs[2] is not None:
+            dtype = inputs[2].dtype
+        else:
+            dtype = np.dtype(np.uint8)
+        return [Meta(inputs[0].shape, dtype)]
+
+
+@register_op
+class DequantizeLinear(Op):
+    def infer(self, layer: Layer, inputs):
+        code = layer.attr("output_dtype", 0)
+        return [Meta(inputs[0].shape, _onnx_dtype(code) if code else inputs[1].dtype)]

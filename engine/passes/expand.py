@@ -57,7 +57,7 @@ class Expander:
         return ok
 
     def layer(self, layer: Layer, graph: Graph, depth: int) -> list[Layer] | None:
-        if depth >= MAX_DEPTH or layer.domain not in ("", "ai.onnx.ml"):
+        if depth >= MAX_DEPTH or layer.domain not in ("", "ai.onnx.ml", "ai.onnx.preview"):
             return None
         try:
             body = function_body(layer, graph)
@@ -117,8 +117,6 @@ class Expander:
 def function_body(layer: Layer, graph: Graph) -> onnx.FunctionProto | None:
     """The ONNX function that defines ``layer``'s op at its opset, if the schema has one."""
     schema = onnx.defs.get_schema(layer.op_type, layer.opset, layer.domain)
-    if any(isinstance(s, Graph) for s in subgraphs(layer)):
-        return None  # graph attributes cannot be passed to schema function builders
     if schema.has_function:
         versions = list(schema.function_opset_versions)
         if not versions:
@@ -168,13 +166,17 @@ def attribute_proto(name: str, value, attr_type: int) -> onnx.AttributeProto | N
             A.TENSOR: lambda v: numpy_helper.from_array(np.asarray(v)),
             A.FLOATS: lambda v: [float(x) for x in v], A.INTS: lambda v: [int(x) for x in v],
             A.STRINGS: lambda v: [str(x) for x in v],
-            A.TENSORS: lambda v: [numpy_helper.from_array(np.asarray(x)) for x in v]}
+            A.TENSORS: lambda v: [numpy_helper.from_array(np.asarray(x)) for x in v],
+            A.GRAPH: graph_proto, A.GRAPHS: lambda v: [graph_proto(g) for g in v]}
     if attr_type not in conv:
         return None
     return helper.make_attribute(name, conv[attr_type](value), attr_type=attr_type)
 
 
-def node_proto(layer: Layer, schema) -> onnx.NodeProto:
+def node_proto(layer: Layer, schema=None) -> onnx.NodeProto:
+    """A NodeProto of ``layer``; attribute types come from the op's schema."""
+    if schema is None:
+        schema = onnx.defs.get_schema(layer.op_type, layer.opset, layer.domain)
     node = helper.make_node(layer.op_type, layer.inputs, layer.outputs, domain=layer.domain)
     for name, value in layer.attributes.items():
         if name in schema.attributes:
@@ -182,6 +184,19 @@ def node_proto(layer: Layer, schema) -> onnx.NodeProto:
             if a is not None:
                 node.attribute.append(a)
     return node
+
+
+def graph_proto(graph: Graph) -> onnx.GraphProto:
+    """A GraphProto of a (sub)graph, for function builders that take graph attributes."""
+    def info(spec: TensorSpec) -> onnx.ValueInfoProto:
+        tp = type_proto(spec)
+        return helper.make_value_info(spec.name, tp) if tp is not None else \
+            helper.make_empty_tensor_value_info(spec.name)
+
+    return helper.make_graph(
+        [node_proto(layer) for layer in graph.layers], graph.name or "subgraph",
+        [info(s) for s in graph.inputs], [info(s) for s in graph.outputs],
+        [numpy_helper.from_array(np.asarray(v), n) for n, v in graph.constants.items()])
 
 
 def _rewrite_node(node: onnx.NodeProto, rename, layer: Layer, defaults: dict) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, activation_of, epilogue
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
@@ -29,7 +30,7 @@ def Gemm(layer, inputs):
     beta = float(layer.attr("beta", 1.0))
     m, n = a.shape[0], b.shape[1]
     y = np.empty((m, n), np.result_type(a.dtype, b.dtype))
-    np.matmul(a, b, out=y)
+    threads.matmul(a, b, y)
     if alpha != 1.0:
         y *= y.dtype.type(alpha)
     act = activation_of(layer)

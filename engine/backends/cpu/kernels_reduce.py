@@ -1,4 +1,4 @@
-"""Reductions, arg-reductions, TopK, cumulative ops and the softmax family (NumPy).
+"""Reductions, arg-reductions, TopK, cumulative ops and Hardmax (NumPy).
 
 Axes are resolved by the shared shape logic (``engine.ops.reduce``)."""
 
@@ -122,30 +122,16 @@ cpu_kernel("CumSum")(_cumulative(np.cumsum))
 cpu_kernel("CumProd")(_cumulative(np.cumprod))
 
 
-def _softmax_family(kind: str):
-    def kernel(layer, inputs):
-        x = inputs[0]
-        axis = softmax_axis(layer, x.ndim)
-        legacy = (layer.opset or 13) < 13
-        shape = x.shape
-        if legacy:  # coerce to 2-D at `axis` and normalise each row
-            rows = int(np.prod(shape[:axis], dtype=np.int64))
-            x = x.reshape(rows, -1)
-            axis = 1
-        if kind == "Hardmax":
-            idx = np.argmax(x, axis=axis)
-            out = np.zeros_like(x)
-            np.put_along_axis(out, np.expand_dims(idx, axis), 1, axis=axis)
-        else:
-            xd = x.astype(np.float64)
-            shifted = xd - np.max(xd, axis=axis, keepdims=True)
-            lse = np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-            out = shifted - lse if kind == "LogSoftmax" else np.exp(shifted - lse)
-        return same(x, out).reshape(shape)
-
-    kernel.__name__ = kind
-    return kernel
-
-
-# Softmax and LogSoftmax are Numba kernels in kernels_norm.py
-cpu_kernel("Hardmax")(_softmax_family("Hardmax"))
+@cpu_kernel("Hardmax")
+def Hardmax(layer, inputs):
+    """One-hot of the first maximum along the softmax axis (softmax's 2-D coercion before
+    opset 13). Softmax and LogSoftmax are the Numba kernels in kernels_norm.py."""
+    x = inputs[0]
+    axis = softmax_axis(layer, x.ndim)
+    shape = x.shape
+    if (layer.opset or 13) < 13:
+        x = x.reshape(int(np.prod(shape[:axis], dtype=np.int64)), -1)
+        axis = 1
+    out = np.zeros_like(x)
+    np.put_along_axis(out, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)
+    return out.reshape(shape)

@@ -1,0 +1,149 @@
+"""``python -m engine bench``: median latency per model and backend, optionally next to
+onnxruntime in the same process with the same thread count.
+
+Each model is warmed up first (compiles/loads kernels, touches memory). Timed runs of the
+engine and of onnxruntime alternate in a few blocks, so a load change on a shared machine
+hits both sides alike and the ratio stays meaningful; blocks rather than single runs keep
+onnxruntime's spinning pool threads from eating into the engine's runs. onnxruntime is a
+yardstick only: it never computes an engine result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+
+import numpy as np
+
+from engine.backends import BackendType
+from engine.errors import EngineError
+
+WARMUP_RUNS = 2
+#: timed runs come in this many alternating blocks (engine, then onnxruntime)
+ROUNDS = 4
+SETTLE_S = 0.05
+
+
+def _timed_engine(worker, feeds, out_name) -> float:
+    t0 = time.perf_counter()
+    worker.schedule(feeds)
+    worker.peek_output(out_name).download_to_array()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def _ort_session(path: str, threads: int):
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise EngineError("--compare onnxruntime needs the onnxruntime package "
+                          "(pip install onnxruntime)") from exc
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+
+def _set_cpu_threads(threads: int) -> None:
+    from engine import executor
+    from engine.backends.cpu import threads as cpu_threads
+
+    executor.call(cpu_threads.set_threads, threads)
+
+
+def _model_paths(args) -> list[tuple[str, str]]:
+    paths = [(os.path.splitext(os.path.basename(m))[0], m) for m in args.models]
+    if args.zoo:
+        from engine import zoo
+
+        paths += [(name, zoo.build(name)) for name in zoo.ZOO]
+    if not paths:
+        raise EngineError("bench needs MODEL files or --zoo")
+    return paths
+
+
+def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, threads: int,
+                compare: bool, progress=print) -> list[dict]:
+    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``)."""
+    from engine import ModelLoader, Worker
+    from engine.cli import random_inputs
+
+    model = ModelLoader.load(path)
+    feeds = random_inputs(model, seed=0)
+    out_name = model.outputs[0].name
+    session = _ort_session(path, threads) if compare else None
+    ort_feeds = {k: v for k, v in feeds.items()}
+    times: dict[str, list[float]] = {b.value: [] for b in backends}
+    if compare:
+        times["onnxruntime"] = []
+    workers = {}
+    try:
+        for b in backends:
+            workers[b.value] = Worker(model, b)
+            for _ in range(WARMUP_RUNS):
+                _timed_engine(workers[b.value], feeds, out_name)
+        for _ in range(WARMUP_RUNS if compare else 0):
+            session.run(None, ort_feeds)
+        rounds = min(repeat, ROUNDS)
+        for r in range(rounds):
+            count = repeat * (r + 1) // rounds - repeat * r // rounds
+            for key, worker in workers.items():
+                times[key] += [_timed_engine(worker, feeds, out_name) for _ in range(count)]
+            if compare:
+                time.sleep(SETTLE_S)
+                for _ in range(count):
+                    t0 = time.perf_counter()
+                    session.run(None, ort_feeds)
+                    times["onnxruntime"].append((time.perf_counter() - t0) * 1e3)
+                time.sleep(SETTLE_S)  # onnxruntime's pool spins for a while after a run
+    finally:
+        for w in workers.values():
+            w.close()
+    return [{"model": name, "backend": key, "median_ms": float(np.median(v)),
+             "min_ms": float(np.min(v)), "runs": len(v)} for key, v in times.items()]
+
+
+def format_table(rows: list[dict]) -> str:
+    """A text table with ratios to onnxruntime and their geometric mean per backend."""
+    ort = {r["model"]: r["median_ms"] for r in rows if r["backend"] == "onnxruntime"}
+    lines = [f"{'model':<14} {'backend':<12} {'median ms':>10} {'min ms':>9} {'runs':>5}"
+             + (f" {'vs ort':>7}" if ort else "")]
+    ratios: dict[str, list[float]] = {}
+    for r in rows:
+        line = (f"{r['model']:<14} {r['backend']:<12} {r['median_ms']:>10.2f} "
+                f"{r['min_ms']:>9.2f} {r['runs']:>5}")
+        if ort and r["backend"] != "onnxruntime" and r["model"] in ort:
+            ratio = r["median_ms"] / ort[r["model"]]
+            ratios.setdefault(r["backend"], []).append(ratio)
+            line += f" {ratio:>6.2f}x"
+        lines.append(line)
+    for backend, rs in ratios.items():
+        geo = math.exp(sum(math.log(x) for x in rs) / len(rs))
+        lines.append(f"geometric mean of median ratios, {backend} / onnxruntime: {geo:.2f}x "
+                     f"over {len(rs)} model(s)")
+    return "\n".join(lines)
+
+
+def run_bench(args) -> int:
+    """Entry point of ``python -m engine bench`` (arguments from ``engine.cli``)."""
+    from engine.backends.cpu import threads as cpu_threads
+
+    backends = args.backend or [BackendType.CPU]
+    threads = args.threads or cpu_threads.default_threads()
+    _set_cpu_threads(threads)
+    compare = args.compare == "onnxruntime"
+    rows: list[dict] = []
+    for name, path in _model_paths(args):
+        model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare)
+        for r in model_rows:
+            print(f"  {r['model']:<14} {r['backend']:<12} median {r['median_ms']:.2f} ms",
+                  flush=True)
+        rows += model_rows
+    print(f"threads: {threads}")
+    print(format_table(rows))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": rows}, f, indent=1)
+    return 0
