@@ -96,10 +96,12 @@ class GpuPixelBackend(Backend):
     def download(self, handle: PixelTensor, meta: Meta) -> np.ndarray:
         return self.request_download(handle, meta).result()
 
-    def request_download(self, handle: PixelTensor, meta: Meta) -> Future:
-        if handle.tex is None:
+    def request_download(self, handle: PixelTensor | None, meta: Meta) -> Future:
+        if handle is None or handle.tex is None:
             fut: Future = Future()
-            if handle.host is None:
+            if handle is None:  # an empty optional value has no data to copy
+                fut.set_result(None)
+            elif handle.host is None:
                 fut.set_exception(EngineError("the tensor's data was already freed"))
             else:
                 fut.set_result(handle.host)
