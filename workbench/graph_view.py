@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QStyleOptionGraphicsItem,
     QToolTip,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -332,30 +331,36 @@ def _swatch(color: str, style: str) -> QPixmap:
 
 
 class Legend(QFrame):
-    """Placement colours and marks, overlaid on the graph's corner."""
+    """Placement colours and marks, one row above the graph (never covering a node)."""
 
-    def __init__(self, parent: QWidget):
+    ROWS = [(theme.BACKEND_COLORS[b], theme.BACKEND_LABELS[b], "solid",
+             f"layer runs natively on {theme.BACKEND_LABELS[b]}") for b in BackendType]
+    ROWS += [(theme.FALLBACK_COLOR, "CPU fallback", "dash",
+              "dashed orange border: the selected GPU backend cannot run this layer, the CPU "
+              "does (the reason is in the tooltip and the details)"),
+             (theme.FORCED_COLOR, "CPU-forced", "stripe",
+              "red stripe / dashed red edge: the tensor must be known on the CPU to plan "
+              "other layers (shape, axes, sizes inputs)"),
+             (theme.IO_COLOR, "input / output", "solid", "model inputs and outputs"),
+             (theme.PENDING_COLOR, "not placed yet", "solid",
+              "placement is known once the backend is prepared")]
+
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("Legend")
-        box = QVBoxLayout(self)
-        box.setContentsMargins(8, 6, 8, 6)
-        box.setSpacing(2)
-        rows = [(theme.BACKEND_COLORS[b], f"{theme.BACKEND_LABELS[b]}", "solid")
-                for b in BackendType]
-        rows += [(theme.FALLBACK_COLOR, "CPU fallback (dashed border)", "dash"),
-                 (theme.FORCED_COLOR, "CPU-forced tensor / producer", "stripe"),
-                 (theme.IO_COLOR, "model input / output", "solid"),
-                 (theme.PENDING_COLOR, "placement not known yet", "solid")]
-        for color, text, style in rows:
-            row = QHBoxLayout()
-            row.setSpacing(6)
+        box = QHBoxLayout(self)
+        box.setContentsMargins(8, 3, 8, 3)
+        box.setSpacing(4)
+        for color, text, style, tip in self.ROWS:
             swatch = QLabel()
             swatch.setPixmap(_swatch(color, style))
-            row.addWidget(swatch)
-            row.addWidget(QLabel(text))
-            row.addStretch(1)
-            box.addLayout(row)
-        self.adjustSize()
+            swatch.setToolTip(tip)
+            label = QLabel(text)
+            label.setToolTip(tip)
+            box.addWidget(swatch)
+            box.addWidget(label)
+            box.addSpacing(8)
+        box.addStretch(1)
 
 
 class GraphView(QGraphicsView):
@@ -380,8 +385,7 @@ class GraphView(QGraphicsView):
         self._pending_drawn = False
         self._match_list: list[int] = []
         self._match_pos = -1
-        self.legend = Legend(self)
-        self.legend.move(10, 10)
+        self.legend = Legend()
         self.setToolTip("")
         self.placement: dict = {}
 
@@ -490,10 +494,6 @@ class GraphView(QGraphicsView):
         if steps:
             self.zoom(1.2 ** steps)
         event.accept()
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self.legend.move(10, 10)
 
     def paintEvent(self, event) -> None:
         super().paintEvent(event)

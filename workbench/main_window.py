@@ -128,6 +128,7 @@ class MainWindow(QMainWindow):
         box.setContentsMargins(6, 6, 6, 0)
         box.addWidget(self.message_bar)
         box.addLayout(bar)
+        box.addWidget(self.graph.legend)
         box.addWidget(self.graph, 1)
         self.setCentralWidget(central)
 
