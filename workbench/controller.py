@@ -201,7 +201,13 @@ class EngineController(QObject):
         try:
             if not os.path.isfile(path):
                 raise EngineError(f"no such file: {path}")
-            model = ModelLoader.load(path)
+            # no cyclic-GC passes while the loader builds thousands of objects: a full pass
+            # holds the interpreter (and so the UI thread) for a long moment
+            gc.disable()
+            try:
+                model = ModelLoader.load(path)
+            finally:
+                gc.enable()
             t1 = time.perf_counter()
             self.progress.emit("Laying out the graph…", -1.0)
             layout = compute_layout(model)
