@@ -17,9 +17,11 @@ class WindowFiles:
     """Opening, dropping and exporting; errors go to the window's message bar."""
 
     def export_chrome_trace(self, path: str) -> bool:
+        """Write the last run as Chrome-trace JSON (Perfetto); False, with a message, if not."""
         return self._export(path, "trace")
 
     def export_csv(self, path: str) -> bool:
+        """Write the last run's per-layer timings as CSV; False, with a message, if not."""
         return self._export(path, "csv")
 
     def handle_dropped_paths(self, paths: list[str]) -> None:
