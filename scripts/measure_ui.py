@@ -32,7 +32,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from engine import BackendType, zoo
-    from workbench.diagnostics import measure_continuous, measure_load, wait_until
+    from workbench.diagnostics import Heartbeat, measure_continuous, measure_load, wait_until
     from workbench.main_window import DEMO_MODEL, MainWindow
 
     app = QApplication.instance() or QApplication([])
@@ -44,6 +44,11 @@ def main() -> int:
     dense = zoo.build("densenet121")
     paths = {"demo": DEMO_MODEL, "densenet121": dense}
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    beat = Heartbeat()
+    beat.start()
+    wait_until(app, lambda: False, args.seconds)
+    print(f"baseline: largest UI gap with nothing running: {beat.stop():.1f} ms "
+          "(the machine's own noise)")
 
     def drop(path: str):
         mime = QMimeData()

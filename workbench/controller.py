@@ -29,6 +29,9 @@ from workbench.graph_geometry import build_geometry
 from workbench.layout import GraphLayout, compute_layout
 from workbench.preview import PreviewService
 
+MIN_PERIOD_S = 0.01  # continuous runs start at most this often
+UI_WAIT_S = 0.2      # longest a continuous run waits for the window to finish showing one
+
 
 @dataclass
 class LoadedModel:
@@ -103,6 +106,9 @@ class EngineController(QObject):
         self._jobs: queue.Queue = queue.Queue()
         #: bumped by stop()/run(); a run loop keeps going only while it holds the newest token
         self._token = 0
+        #: cleared by the window while it shows a result; continuous runs wait for it
+        self.ui_idle = threading.Event()
+        self.ui_idle.set()
         self._lock = threading.Lock()
         self._mailbox: RunResult | None = None
         self._generation = 0
@@ -280,6 +286,7 @@ class EngineController(QObject):
         names = [o.name for o in self.model.outputs]
         index = 0
         while True:
+            started = time.perf_counter()
             first = worker.last_profile is None
             try:
                 if first and not self._first_run(worker, feeds, token):
@@ -308,7 +315,10 @@ class EngineController(QObject):
                                     dict(worker.placement), token))
             if not continuous:
                 return
-            time.sleep(0.001)  # let the UI thread take the interpreter between runs
+            # leave the interpreter to the UI thread while it shows a result, and pace tiny
+            # models: the window shows a few runs a second, thousands would only compete
+            self.ui_idle.wait(UI_WAIT_S)
+            time.sleep(max(0.001, MIN_PERIOD_S - (time.perf_counter() - started)))
 
     def _first_run(self, worker: Worker, feeds, token: int) -> bool:
         """The first run compiles kernels: step through it layer by layer with progress."""

@@ -139,6 +139,7 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         self._stage_timer.stop()
         while self._stages:  # finish showing the run already on screen: panels stay consistent
             self._stages.pop(0)(self._shown)
+        self.controller.ui_idle.set()
         if self.running:
             self.running = False
             self.status_run.setText("stopped")
@@ -275,6 +276,7 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         self._shown = result
         # one widget group per event-loop turn: each repaint stays short
         self._stages = [self._show_bars, self._show_latency, self._show_ops, self._show_rest]
+        self.controller.ui_idle.clear()
         self._next_stage()
 
     def _next_stage(self) -> None:
@@ -283,6 +285,8 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         self._stages.pop(0)(self._shown)
         if self._stages:
             self._stage_timer.start(STAGE_MS)
+        else:
+            self.controller.ui_idle.set()
 
     def _show_bars(self, result: RunResult) -> None:
         if result.placement != self.placement and result.backend is self.backend:
