@@ -22,6 +22,7 @@ from engine import BackendType
 from workbench import theme
 from workbench.controller import EngineController, LoadedModel, RunResult
 from workbench.paths import DEMO_MODEL, RESOURCES
+from workbench.priority import deprioritize_other_threads, native_id
 from workbench.window_files import WindowFiles
 from workbench.window_ui import WindowUi
 
@@ -77,6 +78,13 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         self._shown: RunResult | None = None
         self._last_graph_times = 0.0
 
+        # compute threads (engine, Numba, a software GPU) yield the CPU to this UI thread;
+        # threads appear as backends start, so look again now and then
+        self._ui_tid = native_id()
+        self._nice_timer = QTimer(self)
+        self._nice_timer.timeout.connect(
+            lambda: deprioritize_other_threads({self._ui_tid}))
+        self._nice_timer.start(1500)
         self._build_ui()
         self._connect()
         self._rebuild_recent()
