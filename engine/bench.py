@@ -2,9 +2,10 @@
 onnxruntime in the same process with the same thread count.
 
 Each model is warmed up first (compiles/loads kernels, touches memory). Timed runs of the
-engine and of onnxruntime are interleaved, so a load change on a shared machine hits both
-sides alike and the ratio stays meaningful. onnxruntime is a yardstick only: it never
-computes an engine result.
+engine and of onnxruntime alternate in a few blocks, so a load change on a shared machine
+hits both sides alike and the ratio stays meaningful; blocks rather than single runs keep
+onnxruntime's spinning pool threads from eating into the engine's runs. onnxruntime is a
+yardstick only: it never computes an engine result.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from engine.backends import BackendType
 from engine.errors import EngineError
 
 WARMUP_RUNS = 2
+#: timed runs come in this many alternating blocks (engine, then onnxruntime)
+ROUNDS = 4
+SETTLE_S = 0.05
 
 
 def _timed_engine(worker, feeds, out_name) -> float:
@@ -82,13 +86,18 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
                 _timed_engine(workers[b.value], feeds, out_name)
         for _ in range(WARMUP_RUNS if compare else 0):
             session.run(None, ort_feeds)
-        for _ in range(repeat):
+        rounds = min(repeat, ROUNDS)
+        for r in range(rounds):
+            count = repeat * (r + 1) // rounds - repeat * r // rounds
             for key, worker in workers.items():
-                times[key].append(_timed_engine(worker, feeds, out_name))
+                times[key] += [_timed_engine(worker, feeds, out_name) for _ in range(count)]
             if compare:
-                t0 = time.perf_counter()
-                session.run(None, ort_feeds)
-                times["onnxruntime"].append((time.perf_counter() - t0) * 1e3)
+                time.sleep(SETTLE_S)
+                for _ in range(count):
+                    t0 = time.perf_counter()
+                    session.run(None, ort_feeds)
+                    times["onnxruntime"].append((time.perf_counter() - t0) * 1e3)
+                time.sleep(SETTLE_S)  # onnxruntime's pool spins for a while after a run
     finally:
         for w in workers.values():
             w.close()

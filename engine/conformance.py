@@ -116,12 +116,21 @@ def run_case(case: Case, backend: BackendType | str = BackendType.CPU) -> None:
                 _compare(expected, actual, case.rtol, case.atol, f"output {name!r}")
 
 
+#: cases whose expected outputs are one draw of a random generator the engine cannot
+#: reproduce: a match would be luck, so they are never counted as passing
+RANDOM_OUTPUT_PREFIXES = ("test_bernoulli",)
+
+
 def run_conformance(backend: BackendType | str, pattern: str | None = None,
                     progress=None) -> dict:
     """Run every case (optionally those whose name contains ``pattern``)."""
     cases = [c for c in node_cases() if pattern is None or pattern in c.name]
     failed, errors = [], {}
     for i, case in enumerate(cases):
+        if case.name.startswith(RANDOM_OUTPUT_PREFIXES):
+            failed.append(case.name)
+            errors[case.name] = "expected output is a random sample; not comparable"
+            continue
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")

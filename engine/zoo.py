@@ -62,11 +62,78 @@ def _random_weight(rng, shape, role: tuple[str, int, onnx.NodeProto | None]) -> 
     return rng.normal(0, 0.05, shape) if n else np.zeros(shape)
 
 
+#: bump when the weights a build produces change, so cached files are rebuilt
+FORMAT = 2
+#: standard deviation the classifier's logits are scaled to (a softmax of such logits is
+#: neither saturated at 0/1 nor flat, so comparing it says something)
+LOGIT_STD = 2.0
+_PASS_THROUGH = ("Reshape", "Flatten", "GlobalAveragePool", "AveragePool", "Relu", "Dropout")
+
+
+def logits_name(model: onnx.ModelProto) -> str | None:
+    """Name of the tensor a zoo model's final Softmax normalises (None without a Softmax)."""
+    soft = [n for n in model.graph.node if n.op_type == "Softmax"]
+    return soft[-1].input[0] if soft else None
+
+
+def logits_info(model: onnx.ModelProto) -> onnx.ValueInfoProto:
+    """A value info (with its inferred shape) for the logits, to add them as a graph output."""
+    name = logits_name(model)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for vi in inferred.graph.value_info:
+        if vi.name == name:
+            return vi
+    raise ValueError(f"no shape inferred for {name!r}")
+
+
+def _calibrate_logits(model: onnx.ModelProto, seed: int) -> None:
+    """Scale the classifier (the Gemm/Conv that feeds the Softmax through pooling/reshape/Relu,
+    all positively homogeneous) so the logits have std ``LOGIT_STD`` on the sample input.
+
+    Random weights make residual networks' features grow with depth; unscaled, resnet50 and
+    shufflenet give an exactly one-hot softmax that hides any error. The scale is measured
+    with the engine's own CPU backend once, when the model is built.
+    """
+    name = logits_name(model)
+    if name is None:
+        return
+    producers = {o: n for n in model.graph.node for o in n.output}
+    node = producers.get(name)
+    while node is not None and node.op_type in _PASS_THROUGH:
+        node = producers.get(node.input[0])
+    if node is None or node.op_type not in ("Gemm", "Conv"):
+        return
+    inits = {i.name: i for i in model.graph.initializer}
+    params = []
+    for n in node.input[1:3]:
+        src = producers.get(n)
+        while n not in inits and src is not None and src.op_type in ("Reshape", "Unsqueeze"):
+            n, src = src.input[0], producers.get(src.input[0])  # weights reshaped in-graph
+        if n in inits:
+            params.append(inits[n])
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend([logits_info(model)])
+    from engine import ModelLoader, Worker
+
+    loaded = ModelLoader.from_proto(probe)
+    with Worker(loaded, "cpu") as worker:
+        worker.schedule(sample_input(loaded, seed))
+        logits = worker.peek_output().download_to_array()
+    std = float(np.std(logits))
+    if not np.isfinite(std) or std == 0:
+        return
+    for p in params:
+        scaled = numpy_helper.to_array(p) * np.float32(LOGIT_STD / std)
+        p.CopyFrom(numpy_helper.from_array(scaled.astype(np.float32), p.name))
+
+
 def build(name: str, seed: int = 0, force: bool = False) -> str:
     """Path of the real-weight version of zoo model ``name`` (built on first use)."""
     if name not in ZOO:
         raise ValueError(f"unknown zoo model {name!r}; choose one of {', '.join(ZOO)}")
-    out = os.path.join(cache_dir(), f"{name}_seed{seed}.onnx")
+    out = os.path.join(cache_dir(), f"{name}_seed{seed}_v{FORMAT}.onnx")
     if os.path.exists(out) and not force:
         return out
     model = onnx.load(os.path.join(light_dir(), f"light_{name}.onnx"))
@@ -99,6 +166,7 @@ def build(name: str, seed: int = 0, force: bool = False) -> str:
     graph.input.extend(data_inputs)
     if model.ir_version < 4:
         model.ir_version = 4
+    _calibrate_logits(model, seed)
     onnx.checker.check_model(model)
     tmp = out + f".tmp{os.getpid()}"
     onnx.save(model, tmp)

@@ -1,8 +1,9 @@
 """Import-time passes, run in order by ``run_passes`` when a model is loaded.
 
-Order matters: function expansion first (its layers can then fold), no-op removal,
-constant folding, fusion (needs folded weights), dead-code removal, shape inference
-for tensors still unknown, and last the CPU-forced analysis on the final graph.
+Order matters: function expansion first (its layers can then fold), constant folding,
+inlining of Ifs whose condition folded, no-op removal, folding again (what the inlined
+branches and removed no-ops expose), fusion (needs folded weights), dead-code removal,
+shape inference for tensors still unknown, and last the CPU-forced analysis on the final graph.
 Every pass preserves results exactly; ``Model.pass_stats`` records what each did.
 """
 
@@ -15,6 +16,7 @@ from engine.passes.cpu_forced import mark_cpu_forced
 from engine.passes.dce import remove_dead
 from engine.passes.expand import expand_functions
 from engine.passes.fold import fold_constants
+from engine.passes.inline_if import inline_constant_ifs
 from engine.passes.noop import remove_noops
 from engine.passes.shapes import infer_shapes
 
@@ -33,8 +35,10 @@ def run_passes(model: Model, optimize: bool = True) -> Model:
     stats: dict[str, int] = {}
     if optimize:
         stats["expanded"] = expand_functions(model)
-        stats["removed"] = remove_noops(model)
         stats["folded"] = fold_constants(model)
+        stats["inlined_ifs"] = inline_constant_ifs(model)
+        stats["removed"] = remove_noops(model)
+        stats["folded"] += fold_constants(model)
         fuse = _fusion()
         if fuse is not None:
             for key, value in (fuse(model) or {}).items():

@@ -8,7 +8,7 @@ Numba function serves every activation.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from engine.errors import KernelError
 from engine.model import Layer
@@ -16,6 +16,13 @@ from engine.model import Layer
 ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_TANH = range(7)
 _CODES = {"Relu": ACT_RELU, "LeakyRelu": ACT_LEAKY, "Clip": ACT_CLIP, "Sigmoid": ACT_SIGMOID,
           "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH}
+
+
+def carr(a: np.ndarray, dtype=None) -> np.ndarray:
+    """``a`` as a C-contiguous, writable array: the one array type the Numba kernels are
+    compiled (and warmed up) for. Read-only constants would otherwise get their own compile."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
 
 
 def activation_of(layer: Layer) -> tuple[int, float, float]:
@@ -53,24 +60,33 @@ def _act(v, act, p0, p1):
     return v
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def bias_act_rows(y, bias, act, params):
-    """In place on a 2-D C-contiguous ``y``: ``y[r] = act(y[r] + bias[r])``; empty bias: none.
-
-    ``params`` holds the activation's two parameters in ``y``'s dtype.
-    """
-    rows, cols = y.shape
+@njit(nogil=True, cache=True)
+def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
+    """In place on block ``r0:r1, c0:c1`` of a 2-D ``y``: ``y[r] = act(y[r] + bias[r])``; an
+    empty bias adds nothing. ``params`` holds the activation's two parameters in y's dtype."""
     p0, p1 = params[0], params[1]
-    for r in prange(rows):
+    for r in range(r0, r1):
         b = bias[r] if bias.shape[0] > 0 else p0 * 0
-        for c in range(cols):
+        for c in range(c0, c1):
             y[r, c] = _act(y[r, c] + b, act, p0, p1)
 
 
-def epilogue(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float, float]) -> None:
-    """Add a per-row bias and apply the activation to ``y2d`` in place (skips no-op work)."""
+def epilogue_fn(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float, float]):
+    """``fn(r0, r1, c0=0, c1=all)`` adding the per-row bias and applying the activation to a
+    block of ``y2d`` in place, or None when there is nothing to do."""
     if bias is None and act[0] == ACT_NONE:
-        return
+        return None
     dt = y2d.dtype
-    b = np.zeros(0, dt) if bias is None else np.ascontiguousarray(bias.reshape(-1), dtype=dt)
-    bias_act_rows(y2d, b, act[0], np.array(act[1:], dtype=dt))
+    b = np.zeros(0, dt) if bias is None else carr(bias.reshape(-1), dt)
+    params = np.array(act[1:], dtype=dt)
+    cols = y2d.shape[1]
+    return lambda r0, r1, c0=0, c1=cols: bias_act_rows(y2d, b, act[0], params, r0, r1, c0, c1)
+
+
+def epilogue(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float, float]) -> None:
+    """Bias and activation over all rows of ``y2d``, split over the backend's threads."""
+    from engine.backends.cpu.threads import parallel_for
+
+    fn = epilogue_fn(y2d, bias, act)
+    if fn is not None:
+        parallel_for(fn, y2d.shape[0], grain=max(1, 16384 // max(1, y2d.shape[1])))

@@ -26,6 +26,15 @@ class CpuBackend(Backend):
     def free(self, handle: Any) -> None:
         pass
 
+    def prepare(self, model, placement, progress=None) -> None:
+        """Load (or compile) the Numba kernels the model's CPU layers use, with progress."""
+        from engine.backends.cpu.warmup import warm_up
+
+        ops = {layer.op_type for layer in model.layers
+               if placement is None or layer.name not in placement
+               or placement[layer.name].backend is BackendType.CPU}
+        warm_up(ops, progress)
+
     def run_layer(self, layer: Layer, inputs: list[Any], in_metas: list[Meta | None],
                   out_metas: list[Meta] | None = None) -> list[Any]:
         return run_layer(layer, inputs)

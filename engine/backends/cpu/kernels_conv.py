@@ -13,23 +13,23 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import activation_of, epilogue
+from engine.backends.cpu.activation import activation_of, carr, epilogue, epilogue_fn
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def im2col(x, cols, g):
+@njit(nogil=True, cache=True)
+def im2col(x, cols, g, r0, r1):
     """x: (C, D, H, W); cols: (C*kd*kh*kw, od*oh*ow). ``g`` = kernel, strides, dilations,
     pads_begin and output size, 3 values each (15 ints)."""
     kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, od, oh, ow = g
     C, D, H, W = x.shape
     K = kd * kh * kw
-    for r in prange(C * K):
+    for r in range(r0, r1):
         c = r // K
         t = r % K
         a = t // (kh * kw)
@@ -49,20 +49,24 @@ def im2col(x, cols, g):
                     continue
                 for q in range(q0):
                     cols[r, base + q] = 0
-                for q in range(q0, q1):
-                    cols[r, base + q] = x[c, iz, iy, q * sw + off]
+                if sw == 1:  # unit stride: a contiguous, vectorisable copy
+                    for q in range(q0, q1):
+                        cols[r, base + q] = x[c, iz, iy, q + off]
+                else:
+                    for q in range(q0, q1):
+                        cols[r, base + q] = x[c, iz, iy, q * sw + off]
                 for q in range(q1, ow):
                     cols[r, base + q] = 0
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def col2im(cols, out, g):
+@njit(nogil=True, cache=True)
+def col2im(cols, out, g, m0, m1):
     """Scatter-add of ConvTranspose columns. cols: (M*K, id*ih*iw); out: (M, OD, OH, OW), zeroed.
     ``g`` = kernel, strides, dilations, pads_begin and the *input* spatial size."""
     kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, idd, ih, iw = g
     M, OD, OH, OW = out.shape
     K = kd * kh * kw
-    for m in prange(M):
+    for m in range(m0, m1):
         for t in range(K):
             a = t // (kh * kw)
             b = (t // kw) % kh
@@ -83,13 +87,13 @@ def col2im(cols, out, g):
                             out[m, oz, oy, ox] += cols[r, base + q]
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def depthwise2d(x, w, out, g, mult):
+@njit(nogil=True, cache=True)
+def depthwise2d(x, w, out, g, mult, m0, m1):
     """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow)."""
     kh, kw, sh, sw, dh, dw, ph, pw = g
     C, H, W = x.shape
     M, oh, ow = out.shape
-    for m in prange(M):
+    for m in range(m0, m1):
         c = m // mult
         for y in range(oh):
             row = out[m, y]
@@ -103,8 +107,12 @@ def depthwise2d(x, w, out, g, mult):
                     off = j * dw - pw
                     q0 = min(ow, max(0, (-off + sw - 1) // sw))
                     q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
-                    for q in range(q0, q1):
-                        row[q] += wv * x[c, iy, q * sw + off]
+                    if sw == 1:
+                        for q in range(q0, q1):
+                            row[q] += wv * x[c, iy, q + off]
+                    else:
+                        for q in range(q0, q1):
+                            row[q] += wv * x[c, iy, q * sw + off]
 
 
 class _Scratch(threading.local):
@@ -158,14 +166,20 @@ def Conv(layer, inputs):
     out = np.empty((N, M, *g.out_shape), x.dtype)
     P = int(np.prod(g.out_shape))
     out3 = out.reshape(N, M, P)
-    x = np.ascontiguousarray(x)
+    x = carr(x)
     act = activation_of(layer)
     if g.rank == 2 and group == C and w.shape[1] == 1:
         gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
-        w3 = np.ascontiguousarray(w.reshape(M, *g.kernel))
+        w3 = carr(w.reshape(M, *g.kernel))
         for n in range(N):
-            depthwise2d(x[n], w3, out[n], gd, M // C)
-            epilogue(out3[n], bias, act)
+            epi = epilogue_fn(out3[n], bias, act)
+
+            def chunk(lo, hi, n=n, epi=epi):
+                depthwise2d(x[n], w3, out[n], gd, M // C, lo, hi)
+                if epi is not None:
+                    epi(lo, hi)
+
+            threads.parallel_for(chunk, M, grain=max(1, 4096 // max(1, P)))
         return out
     K = int(np.prod(g.kernel))
     w2 = np.ascontiguousarray(w.reshape(M, Cg * K))
@@ -179,9 +193,12 @@ def Conv(layer, inputs):
                 cols = xg.reshape(Cg, P)
             else:
                 cols = _SCRATCH.get((Cg * K, P), x.dtype)
-                im2col(xg, cols, gi)
-            threads.matmul(w2[k * Mg:(k + 1) * Mg], cols, out3[n, k * Mg:(k + 1) * Mg])
-        epilogue(out3[n], bias, act)
+                threads.parallel_for(lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi),
+                                     Cg * K, grain=max(1, 8192 // P))
+            og = out3[n, k * Mg:(k + 1) * Mg]
+            threads.matmul(w2[k * Mg:(k + 1) * Mg], cols, og,
+                           after=epilogue_fn(og, None if bias is None else
+                                             bias[k * Mg:(k + 1) * Mg], act))
     return out
 
 
@@ -207,6 +224,8 @@ def ConvTranspose(layer, inputs):
         for k in range(group):
             cols = _SCRATCH.get((Mg * K, P), x.dtype)
             threads.matmul(w2[k], x3[n, k * Cg:(k + 1) * Cg], cols)
-            col2im(cols, out5[n, k * Mg:(k + 1) * Mg], gi)
+            dst = out5[n, k * Mg:(k + 1) * Mg]
+            threads.parallel_for(lambda lo, hi, cols=cols, dst=dst: col2im(cols, dst, gi, lo, hi),
+                                 Mg)
         epilogue(out.reshape(N, M, -1)[n], bias, activation_of(layer))
     return out

@@ -5,17 +5,19 @@ LogSoftmax as parallel Numba kernels."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
+from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def scale_shift(x, out, scale, shift):
-    """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c]."""
+@njit(nogil=True, cache=True)
+def scale_shift(x, out, scale, shift, r0, r1):
+    """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c] for rows n*C+c in r0:r1."""
     N, C, S = x.shape
-    for r in prange(N * C):
+    for r in range(r0, r1):
         n = r // C
         c = r % C
         a = scale[c]
@@ -50,8 +52,10 @@ def BatchNormalization(layer, inputs):
     shift = beta.astype(np.float64) - use_mean * scale
     N, C = x.shape[:2]
     out = np.empty_like(x, order="C")
-    scale_shift(np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1),
-                scale.astype(x.dtype), shift.astype(x.dtype))
+    x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
+    sc, sh = scale.astype(x.dtype), shift.astype(x.dtype)
+    parallel_for(lambda lo, hi: scale_shift(x3, o3, sc, sh, lo, hi), N * C,
+                 grain=max(1, 16384 // max(1, x3.shape[2])))
     if training:
         return out, run_mean, run_var
     if extra:  # the pre-9 training-form outputs in inference: pass the statistics through
@@ -59,11 +63,11 @@ def BatchNormalization(layer, inputs):
     return out
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def layer_norm(x, scale, bias, out, mean_out, inv_out, eps):
-    """Rows of x (R, L) normalised; scale/bias (L,) (bias may be empty)."""
-    R, L = x.shape
-    for r in prange(R):
+@njit(nogil=True, cache=True)
+def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
+    """Rows r0:r1 of x (R, L) normalised; scale/bias (L,) (bias may be empty)."""
+    L = x.shape[1]
+    for r in range(r0, r1):
         s = 0.0
         for i in range(L):
             s += x[r, i]
@@ -91,28 +95,30 @@ def LayerNormalization(layer, inputs):
     axis = axis + x.ndim if axis < 0 else axis
     rows = int(np.prod(x.shape[:axis], dtype=np.int64))
     L = x.size // max(rows, 1)
-    x2 = np.ascontiguousarray(x).reshape(rows, L)
-    sc = np.ascontiguousarray(np.broadcast_to(scale, x.shape[axis:]), dtype=x.dtype).reshape(L)
+    x2 = carr(x).reshape(rows, L)
+    sc = carr(np.broadcast_to(scale, x.shape[axis:]), x.dtype).reshape(L)
     bi = (np.zeros(0, x.dtype) if bias is None else
-          np.ascontiguousarray(np.broadcast_to(bias, x.shape[axis:]), dtype=x.dtype).reshape(L))
+          carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
     out = np.empty((rows, L), x.dtype)
     mean = np.empty(rows, np.float64)
     inv = np.empty(rows, np.float64)
-    layer_norm(x2, sc, bi, out, mean, inv, float(layer.attr("epsilon", 1e-5)))
+    eps = float(layer.attr("epsilon", 1e-5))
+    parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi), rows,
+                 grain=max(1, 16384 // max(1, L)))
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
     stash = np.float32 if int(layer.attr("stash_type", 1)) == 1 else x.dtype
     return (out.reshape(x.shape), mean.astype(stash).reshape(stat_shape),
             inv.astype(stash).reshape(stat_shape))
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def lrn(x, out, size, alpha, beta, bias):
+@njit(nogil=True, cache=True)
+def lrn(x, out, size, alpha, beta, bias, r0, r1):
     """x, out: (N, C, S). Cross-channel window [c - (size-1)//2, c + size//2 ... ]."""
     N, C, S = x.shape
     lo_off = (size - 1) // 2
     hi_off = size - 1 - lo_off
     k = alpha / size
-    for r in prange(N * C):
+    for r in range(r0, r1):
         n = r // C
         c = r % C
         lo = max(0, c - lo_off)
@@ -136,17 +142,18 @@ def LRN(layer, inputs):
     _float(layer, x)
     N, C = x.shape[:2]
     out = np.empty_like(x, order="C")
-    lrn(np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1),
-        int(layer.attr("size")), float(layer.attr("alpha", 1e-4)),
-        float(layer.attr("beta", 0.75)), float(layer.attr("bias", 1.0)))
+    x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
+    args = (int(layer.attr("size")), float(layer.attr("alpha", 1e-4)),
+            float(layer.attr("beta", 0.75)), float(layer.attr("bias", 1.0)))
+    parallel_for(lambda lo, hi: lrn(x3, o3, *args, lo, hi), N * C)
     return out
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def softmax(x, out, log):
-    """x, out: (outer, L, inner), normalised over L."""
+@njit(nogil=True, cache=True)
+def softmax(x, out, log, r0, r1):
+    """x, out: (outer, L, inner), normalised over L, for rows o*inner+i in r0:r1."""
     O, L, I = x.shape
-    for r in prange(O * I):
+    for r in range(r0, r1):
         o = r // I
         i = r % I
         m = x[o, 0, i]
@@ -177,8 +184,9 @@ def _softmax(layer, x, log: bool, coerce_2d: bool):
         L, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     out = np.empty(x.shape, x.dtype)
     if x.size:
-        softmax(np.ascontiguousarray(x).reshape(outer, L, inner), out.reshape(outer, L, inner),
-                log)
+        x3, o3 = carr(x).reshape(outer, L, inner), out.reshape(outer, L, inner)
+        parallel_for(lambda lo, hi: softmax(x3, o3, log, lo, hi), outer * inner,
+                     grain=max(1, 16384 // max(1, L)))
     return out
 
 

@@ -4,17 +4,19 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
+from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
+from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
 from engine.ops.conv_pool import conv_geometry
 
 MAX, AVG, LP = 0, 1, 2
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def pool3d(x, out, idx, g, mode, count_pad, p, col_major):
+@njit(nogil=True, cache=True)
+def pool3d(x, out, idx, g, mode, count_pad, p, col_major, r0, r1):
     """x: (NC, D, H, W); out, idx: (NC, od, oh, ow). ``g``: kernel, strides, dilations,
     pads_begin, pads_end (explicit ones, without the ceil_mode extra), 3 values each.
     ``idx`` gets flattened input offsets for MAX when it is not empty."""
@@ -22,7 +24,7 @@ def pool3d(x, out, idx, g, mode, count_pad, p, col_major):
     NC, D, H, W = x.shape
     _, od, oh, ow = out.shape
     want_idx = idx.size > 0
-    for nc in prange(NC):
+    for nc in range(r0, r1):
         for z in range(od):
             for y in range(oh):
                 for q in range(ow):
@@ -70,8 +72,8 @@ def pool3d(x, out, idx, g, mode, count_pad, p, col_major):
                         out[nc, z, y, q] = acc ** (1.0 / p)
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def pool2d_separable(x, out, g, is_max, count_pad):
+@njit(nogil=True, cache=True)
+def pool2d_separable(x, out, g, is_max, count_pad, r0, r1):
     """Max/average 2-D pooling as a horizontal then a vertical pass (k + k taps, not k * k).
     x: (NC, H, W); out: (NC, oh, ow); ``g``: kernel, strides, dilations, pads_begin and
     explicit pads_end, 2 values each. Averages divide by valid (or in-pad) rows x columns."""
@@ -86,8 +88,8 @@ def pool2d_separable(x, out, g, is_max, count_pad):
             ix = q * sw - pw + j * dw
             if lo_x <= ix < hi_x:
                 cw[q] += 1
-    for nc in prange(NC):
-        tmp = np.empty((H, ow), x.dtype)
+    tmp = np.empty((H, ow), x.dtype)
+    for nc in range(r0, r1):
         for r in range(H):
             for q in range(ow):
                 acc = -np.inf if is_max else 0.0
@@ -126,11 +128,11 @@ def pool2d_separable(x, out, g, is_max, count_pad):
                     row[q] = row[q] / max(cy * cw[q], 1.0)
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def global_pool(x, out, mode, p):
-    """x: (NC, S) -> out: (NC,)."""
-    NC, S = x.shape
-    for r in prange(NC):
+@njit(nogil=True, cache=True)
+def global_pool(x, out, mode, p, r0, r1):
+    """x: (NC, S) -> out: (NC,), rows r0:r1."""
+    S = x.shape[1]
+    for r in range(r0, r1):
         if mode == 0:
             m = x[r, 0]
             for s in range(1, S):
@@ -166,17 +168,18 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
     N, C = x.shape[:2]
     out = np.empty((N, C, *g.out_shape), x.dtype)
     if g.rank == 2 and mode in (MAX, AVG) and not want_idx and x.dtype.kind == "f":
-        pool2d_separable(np.ascontiguousarray(x).reshape(N * C, *x.shape[2:]),
-                         out.reshape(N * C, *g.out_shape), _g2(gt),
-                         mode == MAX, bool(layer.attr("count_include_pad", 0)))
+        xs, os_ = carr(x).reshape(N * C, *x.shape[2:]), out.reshape(
+            N * C, *g.out_shape)
+        g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
+        parallel_for(lambda lo, hi: pool2d_separable(xs, os_, g2, mode == MAX, cp, lo, hi),
+                     N * C, grain=max(1, 8192 // max(1, xs.shape[1] * xs.shape[2])))
         return out
-    xs = np.ascontiguousarray(x).reshape(N * C, *_as3d(x.shape[2:], 1))
+    xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)
-    pool3d(xs, out.reshape(N * C, *_as3d(g.out_shape, 1)),
-           idx.reshape(N * C, *_as3d(g.out_shape, 1)) if want_idx else np.empty((0, 0, 0, 0),
-                                                                               np.int64),
-           gt, mode, bool(layer.attr("count_include_pad", 0)), float(p),
-           bool(layer.attr("storage_order", 0)))
+    o4 = out.reshape(N * C, *_as3d(g.out_shape, 1))
+    i4 = idx.reshape(o4.shape) if want_idx else np.empty((0, 0, 0, 0), np.int64)
+    cp, col = bool(layer.attr("count_include_pad", 0)), bool(layer.attr("storage_order", 0))
+    parallel_for(lambda lo, hi: pool3d(xs, o4, i4, gt, mode, cp, float(p), col, lo, hi), N * C)
     return (out, idx) if want_idx else out
 
 
@@ -202,7 +205,9 @@ def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
                           f"input, got {x.dtype}{list(x.shape)}")
     N, C = x.shape[:2]
     out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
-    global_pool(np.ascontiguousarray(x).reshape(N * C, -1), out.reshape(-1), mode, float(p))
+    x2, o1 = carr(x).reshape(N * C, -1), out.reshape(-1)
+    parallel_for(lambda lo, hi: global_pool(x2, o1, mode, float(p), lo, hi), N * C,
+                 grain=max(1, 16384 // max(1, x2.shape[1])))
     return out
 
 

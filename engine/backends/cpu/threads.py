@@ -49,7 +49,7 @@ def set_threads(n: int = 0) -> int:
                 _pool.shutdown(wait=False)
             _pool = ThreadPoolExecutor(n - 1, thread_name_prefix="cpu-gemm") if n > 1 else None
             _threads = n
-    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # for any prange kernel
     return n
 
 
@@ -59,25 +59,88 @@ def threads() -> int:
     return _threads
 
 
-def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out[...] = a @ b`` for 2-D ``a`` (M, K), ``b`` (K, N); rows of ``out`` split over the
-    backend's threads when the product is big enough to pay for the hand-off."""
-    n = threads()
+def parallel_for(fn, n: int, grain: int = 1) -> None:
+    """Call ``fn(lo, hi)`` over chunks of ``range(n)`` on the calling thread and the pool.
+
+    Chunks are handed out dynamically and the caller works too, so a helper thread that the
+    OS does not schedule in time only means fewer chunks for it, never a wait for it to start.
+    """
+    nt = threads()
+    chunks = min(n // max(grain, 1), nt * 4)
+    if nt <= 1 or chunks <= 1:
+        if n > 0:
+            fn(0, n)
+        return
+    bounds = [n * i // chunks for i in range(chunks + 1)]
+    state = _Chunks(chunks)
+
+    def work():
+        while True:
+            i = state.take()
+            if i < 0:
+                return
+            try:
+                fn(bounds[i], bounds[i + 1])
+            except BaseException as exc:  # re-raised on the calling thread
+                state.error = exc
+            finally:
+                state.finish()
+
+    for _ in range(nt - 1):
+        _pool.submit(work)
+    work()
+    state.done.wait()
+    if state.error is not None:
+        raise state.error
+
+
+class _Chunks:
+    """Hands out chunk indices; ``done`` is set when every chunk taken has finished."""
+
+    def __init__(self, n: int):
+        self.n, self.next, self.finished = n, 0, 0
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+    def take(self) -> int:
+        with self.lock:
+            if self.next >= self.n:
+                return -1
+            self.next += 1
+            return self.next - 1
+
+    def finish(self) -> None:
+        with self.lock:
+            self.finished += 1
+            if self.finished == self.n:
+                self.done.set()
+
+
+def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndarray:
+    """``out[...] = a @ b`` for 2-D ``a`` (M, K), ``b`` (K, N), rows (or, for few rows,
+    columns) split over the backend's threads when the product pays for the hand-off.
+    ``after(r0, r1, c0, c1)`` runs on each block of ``out`` right after it is computed."""
     M, K = a.shape
     N = b.shape[1]
-    parts = min(n, M)
-    if parts <= 1 or M * K * N < SPLIT_MIN_FLOPS:
-        return np.matmul(a, b, out=out)
-    if M < parts * 8:  # too few rows: split the columns instead (outputs are then strided)
-        bounds = np.linspace(0, N, parts + 1).astype(int)
-        jobs = [_pool.submit(np.matmul, a, b[:, lo:hi], out=out[:, lo:hi])
-                for lo, hi in zip(bounds[1:-1], bounds[2:])]
-        np.matmul(a, b[:, :bounds[1]], out=out[:, :bounds[1]])
+    if threads() <= 1 or M * K * N < SPLIT_MIN_FLOPS:
+        np.matmul(a, b, out=out)
+        if after is not None:
+            after(0, M, 0, N)
+        return out
+    if N >= M:
+        # column blocks: each part reads its slice of ``b`` once and all of (small) ``a``
+        def cols(lo, hi):
+            np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+            if after is not None:
+                after(0, M, lo, hi)
+
+        parallel_for(cols, N, grain=256)
     else:
-        bounds = np.linspace(0, M, parts + 1).astype(int)
-        jobs = [_pool.submit(np.matmul, a[lo:hi], b, out=out[lo:hi])
-                for lo, hi in zip(bounds[1:-1], bounds[2:])]
-        np.matmul(a[:bounds[1]], b, out=out[:bounds[1]])
-    for j in jobs:
-        j.result()
+        def rows(lo, hi):
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
+            if after is not None:
+                after(lo, hi, 0, N)
+
+        parallel_for(rows, M, grain=64)
     return out

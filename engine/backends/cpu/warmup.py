@@ -1,0 +1,79 @@
+"""Compile (first time) or load from Numba's cache (later) every Numba kernel ahead of a run.
+
+Each task runs a real CPU kernel on a tiny input of the same array types a model run uses,
+so the run itself never compiles. ``prepare`` of the CPU backend calls ``warm_up`` with the
+op types of the model; a cold compile of all kernels takes tens of seconds, loading them
+from the cache a second or two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from engine.model import Layer
+
+Progress = Callable[[str, float], None]
+
+
+def _layer(op: str, outputs: int = 1, **attrs) -> Layer:
+    return Layer(f"warmup_{op}", op, ["x", "w", "b"], [f"y{i}" for i in range(outputs)],
+                 dict(attrs), opset=21)
+
+
+def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
+    """(label, op types it covers, job)."""
+    from engine.backends.cpu import kernels_conv as kc
+    from engine.backends.cpu import kernels_gemm as kg
+    from engine.backends.cpu import kernels_norm as kn
+    from engine.backends.cpu import kernels_pool as kp
+
+    rng = np.random.default_rng(0)
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    x = r(1, 4, 6, 6)
+    return [
+        ("Conv (im2col + epilogue)", ("Conv", "Gemm"), lambda: kc.Conv(
+            _layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
+        ("Conv (depthwise)", ("Conv",), lambda: kc.Conv(
+            _layer("Conv", group=4, strides=[2, 2]), [x, r(8, 1, 3, 3)])),
+        ("ConvTranspose", ("ConvTranspose",), lambda: kc.ConvTranspose(
+            _layer("ConvTranspose", strides=[2, 2]), [x, r(4, 2, 3, 3)])),
+        ("Gemm", ("Gemm", "MatMul"), lambda: kg.Gemm(
+            _layer("Gemm", transB=1, activation="Relu"), [r(2, 5), r(3, 5), r(3)])),
+        ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: kp.MaxPool(
+            _layer("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), [x])),
+        ("MaxPool (Indices), LpPool", ("MaxPool", "LpPool"), lambda: kp.MaxPool(
+            _layer("MaxPool", 2, kernel_shape=[2, 2]), [x])),
+        ("global pools", ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"),
+         lambda: kp.GlobalAveragePool(_layer("GlobalAveragePool"), [x])),
+        ("BatchNormalization", ("BatchNormalization",), lambda: kn.BatchNormalization(
+            _layer("BatchNormalization"), [x, r(4), r(4), r(4), np.abs(r(4)) + 1])),
+        ("LayerNormalization", ("LayerNormalization",), lambda: kn.LayerNormalization(
+            _layer("LayerNormalization", 3), [r(2, 6), r(6), r(6)])),
+        ("LRN", ("LRN",), lambda: kn.LRN(_layer("LRN", size=3), [x])),
+        ("Softmax", ("Softmax", "LogSoftmax"), lambda: kn.Softmax_13(
+            _layer("Softmax", axis=-1), [r(2, 7)])),
+    ]
+
+
+def warm_up(op_types: Iterable[str] | None = None, progress: Progress | None = None,
+            dtypes: Iterable = (np.float32,)) -> int:
+    """Load or compile the Numba kernels behind ``op_types`` (all when None); returns how many
+    tasks ran. ``progress(message, fraction)`` is called before each task and at the end."""
+    from engine.backends.cpu import threads
+
+    threads.threads()  # thread settings of the calling (engine) thread
+    wanted = None if op_types is None else set(op_types)
+    jobs = [(label, job) for dt in dtypes for label, ops, job in _tasks(np.dtype(dt))
+            if wanted is None or wanted.intersection(ops)]
+    for i, (label, job) in enumerate(jobs):
+        if progress is not None:
+            progress(f"preparing CPU kernels: {label}", i / max(len(jobs), 1))
+        job()
+    if progress is not None:
+        progress("CPU kernels ready", 1.0)
+    return len(jobs)
