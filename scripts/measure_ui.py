@@ -32,7 +32,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from engine import BackendType, zoo
-    from workbench.diagnostics import measure_continuous, measure_load, wait_until
+    from workbench.diagnostics import Heartbeat, measure_continuous, measure_load, wait_until
     from workbench.main_window import DEMO_MODEL, MainWindow
 
     app = QApplication.instance() or QApplication([])
@@ -44,6 +44,11 @@ def main() -> int:
     dense = zoo.build("densenet121")
     paths = {"demo": DEMO_MODEL, "densenet121": dense}
     print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    beat = Heartbeat()
+    beat.start()
+    wait_until(app, lambda: False, args.seconds)
+    print(f"baseline: largest UI gap with nothing running: {beat.stop():.1f} ms "
+          "(the machine's own noise)")
 
     def drop(path: str):
         mime = QMimeData()
@@ -51,18 +56,26 @@ def main() -> int:
         window.dropEvent(QDropEvent(QPointF(20, 20), Qt.DropAction.CopyAction, mime,
                                     Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier))
 
-    print("\nloading densenet121 by drop (UI gap until graph drawn / until backend ready):")
-    for i in range(args.loads):
-        window.open_model(DEMO_MODEL)  # start each drop from another model
-        wait_until(app, lambda: bool(window.placement) and window.loaded is not None
-                   and window.loaded.path == DEMO_MODEL, 60)
-        r = measure_load(app, window, dense, opener=drop)
-        if "error" in r:
-            print(f"  drop {i + 1}: {r['error']}")
+    print("\nloading densenet121 by drop (UI gap until graph drawn / until the selected "
+          "backend is ready, kernels compiled):")
+    for kind in BackendType:
+        if not window.is_backend_available(kind):
             continue
-        print(f"  drop {i + 1}: max UI gap {r['max_gap_to_graph_ms']:.0f} ms to graph, "
-              f"{r['max_gap_ms']:.0f} ms to ready; drop->graph {r['to_graph_ms']:.0f} ms "
-              f"(load {r['load_ms']:.0f}, layout {r['layout_ms']:.0f})")
+        for i in range(args.loads if kind is BackendType.CPU else 1):
+            window.open_model(DEMO_MODEL)  # start each drop from another model
+            wait_until(app, lambda: window.loaded is not None
+                       and window.loaded.path == DEMO_MODEL, 60)
+            window.set_backend(kind)
+            wait_until(app, lambda: bool(window.placement), 300)
+            r = measure_load(app, window, dense, opener=drop, timeout_s=600)
+            if "error" in r:
+                print(f"  {kind.name:<12} drop {i + 1}: {r['error']}")
+                continue
+            print(f"  {kind.name:<12} drop {i + 1}: max UI gap {r['max_gap_to_graph_ms']:.0f} ms "
+                  f"to graph, {r['max_gap_ms']:.0f} ms to ready; drop->graph "
+                  f"{r['to_graph_ms']:.0f} ms (load {r['load_ms']:.0f}, "
+                  f"layout {r['layout_ms']:.0f})")
+    window.set_backend(BackendType.CPU)
 
     print(f"\nrunning continuously for {args.seconds:.0f} s (largest UI gap):")
     for name in args.models:

@@ -61,6 +61,8 @@ def main() -> int:
         window.message_bar.dismiss()
         if prepare:
             prepare()
+        if select == "fallback":  # show where a GPU backend falls back, and why
+            select = next((n for n, p in window.placement.items() if p.is_fallback), None)
         if select:
             window.select_layer(select)
         wait_until(app, lambda: "computing" not in window.details.text(), 120)
@@ -80,7 +82,7 @@ def main() -> int:
             backend=BackendType.CPU)
     for kind in (BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL):
         if window.is_backend_available(kind):
-            capture(zoo.build("inception_v1"), None, 4, backend=kind,
+            capture(zoo.build("inception_v1"), "fallback", 4, backend=kind,
                     suffix=f"-{kind.value}")
         else:
             print(f"{kind.name} unavailable ({window.backend_status[kind]}): no screenshot")

@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    from workbench.main_window import DEMO_MODEL
+    from workbench.paths import DEMO_MODEL
 
     model = args.model or DEMO_MODEL
     if args.headless:

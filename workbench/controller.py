@@ -25,8 +25,12 @@ from PySide6.QtCore import QObject, Signal
 from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker, executor
 from engine.backends import create_backend
 from engine.profile import Profile
-from workbench.graph_view import build_geometry
+from workbench.graph_geometry import build_geometry
 from workbench.layout import GraphLayout, compute_layout
+from workbench.preview import PreviewService
+
+MIN_PERIOD_S = 0.01  # continuous runs start at most this often
+UI_WAIT_S = 0.2      # longest a continuous run waits for the window to finish showing one
 
 
 @dataclass
@@ -102,22 +106,18 @@ class EngineController(QObject):
         self._jobs: queue.Queue = queue.Queue()
         #: bumped by stop()/run(); a run loop keeps going only while it holds the newest token
         self._token = 0
+        #: cleared by the window while it shows a result; continuous runs wait for it
+        self.ui_idle = threading.Event()
+        self.ui_idle.set()
         self._lock = threading.Lock()
         self._mailbox: RunResult | None = None
         self._generation = 0
         self.model = None
         self.worker: Worker | None = None
-        self._preview_cache: dict[str, np.ndarray] = {}
-        self._preview_key: object = None
         self._thread = threading.Thread(target=self._loop, name="workbench-controller",
                                         daemon=True)
         self._thread.start()
-        self._preview_request: tuple | None = None
-        self._preview_wake = threading.Event()
-        self._closing = False
-        self._preview_thread = threading.Thread(target=self._preview_loop,
-                                                name="workbench-preview", daemon=True)
-        self._preview_thread.start()
+        self._previews = PreviewService(self.preview_ready.emit, self._current)
 
     # -- public, called on the UI thread; each only queues work ---------------------------
     def load(self, path: str) -> int:
@@ -154,11 +154,9 @@ class EngineController(QObject):
     def preview(self, layer_index: int, tensor: str, feeds: dict[str, np.ndarray],
                 feeds_key: object) -> None:
         """Compute one layer's output for the details panel, beside any runs in progress;
-        only the newest request is served."""
-        with self._lock:
-            self._preview_request = (layer_index, tensor, feeds, feeds_key, self._generation,
-                                     self.model)
-        self._preview_wake.set()
+        only the newest request is served (``preview_ready`` delivers it)."""
+        self._previews.request(layer_index, tensor, feeds, feeds_key, self._generation,
+                               self.model)
 
     def take_result(self) -> RunResult | None:
         with self._lock:
@@ -171,8 +169,7 @@ class EngineController(QObject):
 
     def shutdown(self, timeout: float = 5.0) -> None:
         self.stop()
-        self._closing = True
-        self._preview_wake.set()
+        self._previews.close()
         self._jobs.put(None)
         self._thread.join(timeout)
 
@@ -210,7 +207,13 @@ class EngineController(QObject):
         try:
             if not os.path.isfile(path):
                 raise EngineError(f"no such file: {path}")
-            model = ModelLoader.load(path)
+            # no cyclic-GC passes while the loader builds thousands of objects: a full pass
+            # holds the interpreter (and so the UI thread) for a long moment
+            gc.disable()
+            try:
+                model = ModelLoader.load(path)
+            finally:
+                gc.enable()
             t1 = time.perf_counter()
             self.progress.emit("Laying out the graph…", -1.0)
             layout = compute_layout(model)
@@ -225,7 +228,7 @@ class EngineController(QObject):
             return
         # only a model that loaded replaces the current one (a bad file leaves it working)
         self._close_worker()
-        self._preview_cache, self._preview_key = {}, None
+        self._previews.reset()
         self.model = model
         # the model's objects live long: keep them out of the cyclic collector's full passes,
         # which would otherwise stop every thread (the UI too) for long moments during runs
@@ -283,6 +286,7 @@ class EngineController(QObject):
         names = [o.name for o in self.model.outputs]
         index = 0
         while True:
+            started = time.perf_counter()
             first = worker.last_profile is None
             try:
                 if first and not self._first_run(worker, feeds, token):
@@ -311,7 +315,10 @@ class EngineController(QObject):
                                     dict(worker.placement), token))
             if not continuous:
                 return
-            time.sleep(0.001)  # let the UI thread take the interpreter between runs
+            # leave the interpreter to the UI thread while it shows a result, and pace tiny
+            # models: the window shows a few runs a second, thousands would only compete
+            self.ui_idle.wait(UI_WAIT_S)
+            time.sleep(max(0.001, MIN_PERIOD_S - (time.perf_counter() - started)))
 
     def _first_run(self, worker: Worker, feeds, token: int) -> bool:
         """The first run compiles kernels: step through it layer by layer with progress."""
@@ -339,55 +346,3 @@ class EngineController(QObject):
             self._mailbox = result
         if not had:
             self.result_ready.emit()
-
-    def _preview_loop(self) -> None:
-        while True:
-            self._preview_wake.wait()
-            self._preview_wake.clear()
-            if self._closing:
-                return
-            with self._lock:
-                request, self._preview_request = self._preview_request, None
-            if request is None:
-                continue
-            try:
-                self._do_preview(*request)
-            except Exception as exc:  # a preview must never kill its thread
-                self.preview_ready.emit(request[1], f"preview failed: {describe_error(exc)}")
-
-    def _do_preview(self, layer_index: int, tensor: str, feeds, feeds_key, gen: int,
-                    model) -> None:
-        """Compute one layer's output on the CPU interpreter from the current inputs."""
-        if not self._current(gen) or model is None:
-            return
-        from engine.backends.cpu.interpreter import run_layer
-
-        if (gen, feeds_key) != self._preview_key:
-            self._preview_cache, self._preview_key = {}, (gen, feeds_key)
-        env = self._preview_cache
-        if tensor not in env:
-            if not env:
-                env.update(model.constants)
-                env.update(feeds)
-            layers = [layer for layer in model.layers[:layer_index + 1]
-                      if not all(o in env for o in layer.outputs if o)]
-
-            def compute() -> None:
-                for layer in layers:
-                    args = [env.get(n) if n else None for n in layer.all_inputs()]
-                    for name, value in zip(layer.outputs, run_layer(layer, args)):
-                        if name:
-                            env[name] = value
-
-            try:
-                executor.call(compute)
-            except Exception as exc:
-                self.preview_ready.emit(tensor, f"preview unavailable: {describe_error(exc)}")
-                return
-            nbytes = sum(getattr(v, "nbytes", 0) for v in env.values())
-            if nbytes > 512 * 2**20:  # keep memory bounded on big models
-                keep = env.get(tensor)
-                self._preview_cache, self._preview_key = {}, None
-                env = {tensor: keep}
-        if self._current(gen):
-            self.preview_ready.emit(tensor, env.get(tensor))

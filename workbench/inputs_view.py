@@ -99,7 +99,7 @@ class InputCard(QGroupBox):
 
     def _build_preprocess_form(self, box: QVBoxLayout) -> None:
         lay = self.layout_info
-        group = QGroupBox(f"Image preprocessing → {lay.height}×{lay.width}, {lay.channels} ch, "
+        group = QGroupBox(f"Preprocess → {lay.height}×{lay.width}·{lay.channels}ch "
                           f"{'NHWC' if lay.channels_last else 'NCHW'}")
         form = QFormLayout(group)
         self.color = QComboBox()
@@ -243,6 +243,7 @@ class InputsPanel(QWidget):
         outer.addLayout(row)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.inner = QWidget()
         self.cards_box = QVBoxLayout(self.inner)
         self.cards_box.addStretch(1)

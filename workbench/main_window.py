@@ -12,44 +12,29 @@ import os
 import sys
 import time
 
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtCore import QSettings, QTimer, Signal
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (
-    QComboBox,
-    QDockWidget,
-    QFileDialog,
-    QHBoxLayout,
-    QLabel,
-    QLineEdit,
     QMainWindow,
-    QProgressBar,
-    QPushButton,
-    QToolBar,
-    QVBoxLayout,
-    QWidget,
 )
 
 from engine import BackendType
 from workbench import theme
 from workbench.controller import EngineController, LoadedModel, RunResult
-from workbench.details_view import DetailsPanel
-from workbench.graph_view import GraphView
-from workbench.inputs_view import IMAGE_EXT, InputsPanel
-from workbench.outputs_view import OutputsPanel
-from workbench.timing_view import TimingPanel
-from workbench.widgets import MessageBar, StableLabel
+from workbench.paths import DEMO_MODEL, RESOURCES
+from workbench.priority import deprioritize_other_threads, native_id
+from workbench.window_files import WindowFiles
+from workbench.window_ui import WindowUi
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESOURCES = os.path.join(ROOT, "resources")
-DEMO_MODEL = os.path.join(RESOURCES, "digits_cnn.onnx")
+__all__ = ["DEMO_MODEL", "RESOURCES", "MainWindow"]
+
 PENDING = "checking…"
 UI_INTERVAL_MS = 200  # newest run result shown at most this often while running continuously
 STAGE_MS = 15  # a result is shown in steps, so no single repaint holds the UI thread long
 GRAPH_TIMES_MS = 1000  # node labels with times refresh at most this often while running
-MAX_RECENT = 8
 
 
-class MainWindow(QMainWindow):
+class MainWindow(WindowUi, WindowFiles, QMainWindow):
     """The workbench window."""
 
     model_loaded = Signal(object)   # engine.Model
@@ -93,6 +78,13 @@ class MainWindow(QMainWindow):
         self._shown: RunResult | None = None
         self._last_graph_times = 0.0
 
+        # compute threads (engine, Numba, a software GPU) yield the CPU to this UI thread;
+        # threads appear as backends start, so look again now and then
+        self._ui_tid = native_id()
+        self._nice_timer = QTimer(self)
+        self._nice_timer.timeout.connect(
+            lambda: deprioritize_other_threads({self._ui_tid}))
+        self._nice_timer.start(1500)
         self._build_ui()
         self._connect()
         self._rebuild_recent()
@@ -100,147 +92,6 @@ class MainWindow(QMainWindow):
         self._update_actions()
         if probe_backends:
             self.controller.probe_backends()
-
-    # -- construction -----------------------------------------------------------------------
-    def _build_ui(self) -> None:
-        self.graph = GraphView()
-        self.message_bar = MessageBar()
-        self.search = QLineEdit()
-        self.search.setPlaceholderText("Search layers by name or op type — Enter jumps to next")
-        self.search.setClearButtonEnabled(True)
-        self.search_count = QLabel("")
-        fit = QPushButton("Fit all")
-        fit.clicked.connect(self.graph.fit_all)
-        top = QPushButton("Fit width")
-        top.clicked.connect(self.graph.fit_top)
-        zin, zout = QPushButton("+"), QPushButton("−")
-        zin.setFixedWidth(32)
-        zout.setFixedWidth(32)
-        zin.clicked.connect(lambda: self.graph.zoom(1.25))
-        zout.clicked.connect(lambda: self.graph.zoom(0.8))
-        bar = QHBoxLayout()
-        bar.addWidget(self.search, 1)
-        bar.addWidget(self.search_count)
-        for w in (zout, zin, top, fit):
-            bar.addWidget(w)
-        central = QWidget()
-        box = QVBoxLayout(central)
-        box.setContentsMargins(6, 6, 6, 0)
-        box.addWidget(self.message_bar)
-        box.addLayout(bar)
-        box.addWidget(self.graph, 1)
-        self.setCentralWidget(central)
-
-        self.inputs = InputsPanel()
-        self.details = DetailsPanel()
-        self.outputs = OutputsPanel()
-        self.timing = TimingPanel()
-        self.docks = {}
-        for key, title, widget, area in (
-                ("inputs", "Inputs", self.inputs, Qt.DockWidgetArea.LeftDockWidgetArea),
-                ("details", "Layer details", self.details, Qt.DockWidgetArea.RightDockWidgetArea),
-                ("outputs", "Outputs", self.outputs, Qt.DockWidgetArea.RightDockWidgetArea),
-                ("timing", "Live timing", self.timing, Qt.DockWidgetArea.BottomDockWidgetArea)):
-            dock = QDockWidget(title, self)
-            dock.setObjectName(f"dock_{key}")
-            dock.setWidget(widget)
-            self.addDockWidget(area, dock)
-            self.docks[key] = dock
-        self.resizeDocks([self.docks["inputs"], self.docks["details"]], [330, 360],
-                         Qt.Orientation.Horizontal)
-        self.resizeDocks([self.docks["timing"]], [380], Qt.Orientation.Vertical)
-        self.resizeDocks([self.docks["details"], self.docks["outputs"]], [330, 240],
-                         Qt.Orientation.Vertical)
-
-        self.act_open = QAction("&Open model…", self, shortcut=QKeySequence.StandardKey.Open)
-        self.act_demo = QAction("Open &demo model", self)
-        self.act_trace = QAction("Export Chrome &trace…", self)
-        self.act_csv = QAction("Export &CSV…", self)
-        self.act_quit = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
-        self.act_run = QAction("▶ Run once", self, shortcut=QKeySequence("Ctrl+R"))
-        self.act_loop = QAction("⟳ Run continuously", self, shortcut=QKeySequence("Ctrl+Shift+R"))
-        self.act_stop = QAction("■ Stop", self, shortcut=QKeySequence("Esc"))
-        self.act_fit = QAction("Fit graph", self, shortcut=QKeySequence("F"))
-        self.act_find = QAction("Find layer", self, shortcut=QKeySequence.StandardKey.Find)
-        menu = self.menuBar().addMenu("&File")
-        menu.addAction(self.act_open)
-        self.recent_menu = menu.addMenu("Open &recent")
-        menu.addAction(self.act_demo)
-        menu.addSeparator()
-        menu.addAction(self.act_trace)
-        menu.addAction(self.act_csv)
-        menu.addSeparator()
-        menu.addAction(self.act_quit)
-        run_menu = self.menuBar().addMenu("&Run")
-        for a in (self.act_run, self.act_loop, self.act_stop):
-            run_menu.addAction(a)
-        view = self.menuBar().addMenu("&View")
-        view.addAction(self.act_fit)
-        view.addAction(self.act_find)
-        view.addSeparator()
-        for dock in self.docks.values():
-            view.addAction(dock.toggleViewAction())
-
-        tb = QToolBar("Run")
-        tb.setObjectName("toolbar_run")
-        tb.setMovable(False)
-        tb.addAction(self.act_open)
-        tb.addSeparator()
-        tb.addWidget(QLabel(" Backend "))
-        self.backend_combo = QComboBox()
-        for kind in BackendType:
-            self.backend_combo.addItem(theme.BACKEND_LABELS[kind], kind)
-        tb.addWidget(self.backend_combo)
-        tb.addSeparator()
-        tb.addAction(self.act_run)
-        tb.addAction(self.act_loop)
-        tb.addAction(self.act_stop)
-        self.addToolBar(tb)
-
-        self.progress_label = StableLabel("", 360)
-        self.progress_bar = QProgressBar()
-        self.progress_bar.setMaximumWidth(220)
-        self.progress_bar.setTextVisible(False)
-        self.progress_bar.hide()
-        self.status_model = QLabel("no model")
-        self.status_run = StableLabel("", 330)
-        self.status_run.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        sb = self.statusBar()
-        sb.addWidget(self.progress_label)
-        sb.addWidget(self.progress_bar)
-        sb.addPermanentWidget(self.status_run)
-        sb.addPermanentWidget(self.status_model)
-
-    def _connect(self) -> None:
-        c = self.controller
-        c.model_ready.connect(self._on_model_ready)
-        c.load_failed.connect(self._on_load_failed)
-        c.progress.connect(self._on_progress)
-        c.backends_probed.connect(self._on_backends_probed)
-        c.worker_ready.connect(self._on_worker_ready)
-        c.worker_failed.connect(self._on_worker_failed)
-        c.result_ready.connect(self._on_result_ready)
-        c.run_failed.connect(self._on_run_failed)
-        c.run_finished.connect(self._on_run_finished)
-        c.preview_ready.connect(self.details.show_preview)
-        self.graph.layer_clicked.connect(lambda n: self.select_layer(n, center_graph=False))
-        self.graph.drawn.connect(self._on_graph_drawn)
-        self.timing.layer_clicked.connect(self.select_layer)
-        self.inputs.problem.connect(lambda text: self.show_message("error", text))
-        self.inputs.changed.connect(self._on_inputs_changed)
-        self.search.textChanged.connect(self._on_search)
-        self.search.returnPressed.connect(self._next_match)
-        self.backend_combo.currentIndexChanged.connect(self._on_combo)
-        self.act_open.triggered.connect(self._open_dialog)
-        self.act_demo.triggered.connect(lambda: self.open_model(DEMO_MODEL))
-        self.act_trace.triggered.connect(lambda: self._export_dialog("trace"))
-        self.act_csv.triggered.connect(lambda: self._export_dialog("csv"))
-        self.act_quit.triggered.connect(self.close)
-        self.act_run.triggered.connect(lambda: self.start_run(False))
-        self.act_loop.triggered.connect(lambda: self.start_run(True))
-        self.act_stop.triggered.connect(self.stop_run)
-        self.act_fit.triggered.connect(self.graph.fit_all)
-        self.act_find.triggered.connect(lambda: self.search.setFocus())
 
     # -- scripting surface ------------------------------------------------------------------
     def open_model(self, path: str) -> None:
@@ -294,17 +145,13 @@ class MainWindow(QMainWindow):
         self._token = None
         self._result_timer.stop()
         self._stage_timer.stop()
-        self._stages = []
+        while self._stages:  # finish showing the run already on screen: panels stay consistent
+            self._stages.pop(0)(self._shown)
+        self.controller.ui_idle.set()
         if self.running:
             self.running = False
             self.status_run.setText("stopped")
         self._update_actions()
-
-    def export_chrome_trace(self, path: str) -> bool:
-        return self._export(path, "trace")
-
-    def export_csv(self, path: str) -> bool:
-        return self._export(path, "csv")
 
     def select_layer(self, name: str, center_graph: bool = True) -> None:
         """Select a layer everywhere: graph, timing cursor, details (and its output preview)."""
@@ -321,25 +168,6 @@ class MainWindow(QMainWindow):
         if self.details.preview_tensor:
             self.controller.preview(index, self.details.preview_tensor, self.inputs.feeds(),
                                     self.inputs.version)
-
-    def handle_dropped_paths(self, paths: list[str]) -> None:
-        """Open a dropped .onnx; feed a dropped image / .npy to the (single) input."""
-        for path in paths[:1]:
-            ext = os.path.splitext(path)[1].lower()
-            name = os.path.basename(path)
-            if os.path.isdir(path):
-                self.show_message("error", f"{name} is a folder; drop an .onnx model file")
-            elif ext == ".onnx":
-                self.open_model(path)
-            elif ext in IMAGE_EXT or ext == ".npy":
-                if self.loaded is None:
-                    self.show_message("warning", f"Open a model before feeding it {name}")
-                else:
-                    self.inputs.feed_file(path)
-            else:
-                self.show_message("error", f"{name} is not something the workbench can open: "
-                                  "drop an ONNX model (.onnx), or an image / .npy file to feed "
-                                  "an input")
 
     def show_message(self, level: str, text: str) -> None:
         self.message_bar.show_message(level, text)
@@ -456,6 +284,7 @@ class MainWindow(QMainWindow):
         self._shown = result
         # one widget group per event-loop turn: each repaint stays short
         self._stages = [self._show_bars, self._show_latency, self._show_ops, self._show_rest]
+        self.controller.ui_idle.clear()
         self._next_stage()
 
     def _next_stage(self) -> None:
@@ -464,6 +293,8 @@ class MainWindow(QMainWindow):
         self._stages.pop(0)(self._shown)
         if self._stages:
             self._stage_timer.start(STAGE_MS)
+        else:
+            self.controller.ui_idle.set()
 
     def _show_bars(self, result: RunResult) -> None:
         if result.placement != self.placement and result.backend is self.backend:
@@ -575,75 +406,6 @@ class MainWindow(QMainWindow):
             pos, total = self.graph.match_position
             self.search_count.setText(f"{pos} of {total}")
             self.select_layer(name, center_graph=False)
-
-    def _open_dialog(self) -> None:
-        start = os.path.dirname(self.loaded.path) if self.loaded else RESOURCES
-        path, _ = QFileDialog.getOpenFileName(self, "Open ONNX model", start,
-                                              "ONNX models (*.onnx);;All files (*)")
-        if path:
-            self.open_model(path)
-
-    def _export_dialog(self, kind: str) -> None:
-        if self.last_profile is None:
-            self.show_message("warning", "Run the model first: there is no profile to export")
-            return
-        suffix = "json" if kind == "trace" else "csv"
-        base = os.path.splitext(os.path.basename(self.loaded.path))[0] if self.loaded else "run"
-        path, _ = QFileDialog.getSaveFileName(
-            self, "Export Chrome trace" if kind == "trace" else "Export CSV",
-            f"{base}-{self.last_profile.backend}.{suffix}",
-            "Chrome trace (*.json)" if kind == "trace" else "CSV (*.csv)")
-        if path:
-            self._export(path, kind)
-
-    def _export(self, path: str, kind: str) -> bool:
-        if self.last_profile is None:
-            self.show_message("warning", "Run the model first: there is no profile to export")
-            return False
-        prof = self.last_profile
-        text = prof.to_chrome_trace() if kind == "trace" else prof.to_csv()
-        try:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as exc:
-            self.show_message("error", f"Cannot write {path}: {exc.strerror or exc}")
-            return False
-        what = "Chrome trace (open it in ui.perfetto.dev)" if kind == "trace" else "CSV"
-        self.show_message("info", f"Exported the last run as {what}: {path}")
-        return True
-
-    # -- recent files -----------------------------------------------------------------------
-    def recent_files(self) -> list[str]:
-        value = self.settings.value("recent", [])
-        if isinstance(value, str):
-            value = [value]
-        return [p for p in (value or []) if isinstance(p, str)]
-
-    def _add_recent(self, path: str) -> None:
-        items = [path] + [p for p in self.recent_files() if p != path]
-        self.settings.setValue("recent", items[:MAX_RECENT])
-        self._rebuild_recent()
-
-    def _rebuild_recent(self) -> None:
-        self.recent_menu.clear()
-        files = self.recent_files()
-        for path in files:
-            act = self.recent_menu.addAction(os.path.basename(path))
-            act.setToolTip(path)
-            act.setData(path)
-            act.triggered.connect(lambda _=False, p=path: self.open_model(p))
-        self.recent_menu.setEnabled(bool(files))
-
-    # -- drag and drop, closing -------------------------------------------------------------
-    def dragEnterEvent(self, event) -> None:
-        if event.mimeData().hasUrls():
-            event.acceptProposedAction()
-
-    def dropEvent(self, event) -> None:
-        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
-        if paths:
-            event.acceptProposedAction()
-            self.handle_dropped_paths(paths)
 
     def closeEvent(self, event) -> None:
         self.stop_run()

@@ -72,7 +72,7 @@ class OutputCard(QGroupBox):
         box = QHBoxLayout(self)
         text_col = QVBoxLayout()
         self.stats = StableLabel(spec_text, 260, lines=2)
-        self.topk = StableLabel("", 260, lines=7)
+        self.topk = StableLabel("", 260, lines=9)
         text_col.addWidget(self.stats)
         text_col.addWidget(self.topk)
         text_col.addStretch(1)

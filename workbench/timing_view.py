@@ -63,6 +63,9 @@ class TimingPanel(QWidget):
         self.latency_plot.showGrid(x=True, y=True, alpha=0.25)
         self.latency_plot.getAxis("left").enableAutoSIPrefix(False)
         self.latency_curve = self.latency_plot.plot([], [], pen=pg.mkPen("#1F6FEB", width=2))
+        # the newest run as a dot (a single run would draw no line at all)
+        self.latency_last = pg.ScatterPlotItem(size=7, brush=pg.mkBrush("#1F6FEB"), pen=None)
+        self.latency_plot.addItem(self.latency_last)
 
         self.op_plot = pg.PlotWidget()
         self.op_plot.setLabel("bottom", "ms per run")
@@ -121,6 +124,7 @@ class TimingPanel(QWidget):
         for item in self.bars.values():
             item.setOpts(x=np.zeros(0), height=np.zeros(0))
         self.latency_curve.setData([], [])
+        self.latency_last.setData([], [])
         self.op_bars.setOpts(x0=np.zeros(0), y=np.zeros(0), width=np.zeros(0))
         self.op_plot.getAxis("left").setTicks([[]])
         self._op_names = []
@@ -158,6 +162,7 @@ class TimingPanel(QWidget):
         if len(self.latency) > HISTORY:
             self.latency, self.run_numbers = self.latency[-HISTORY:], self.run_numbers[-HISTORY:]
         self.latency_curve.setData(self.run_numbers, self.latency)
+        self.latency_last.setData([self.run_numbers[-1]], [self.latency[-1]])
         # ranges move in steps, so the axes are not re-laid out after every run
         lo, hi = self.latency_plot.getViewBox().viewRange()[0]
         if self._runs > hi or self.run_numbers[0] > lo + 50 or self._runs == 1:
