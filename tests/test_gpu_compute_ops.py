@@ -112,9 +112,11 @@ def test_where_clip_cast(rng):
     assert_close(*run_both(*one_node("Cast", [x > 0], {"to": 1})))
 
 
+@pytest.mark.parametrize("variant", ["blocked", "tiled"])
 @pytest.mark.parametrize("trans", [(0, 0), (1, 0), (0, 1), (1, 1)])
-def test_gemm(trans, rng):
-    m, k, n = (int(v) for v in rng.integers(1, 40, 3))
+def test_gemm(trans, variant, rng, monkeypatch):
+    monkeypatch.setenv("ENGINE_GPU_MATMUL", variant)
+    m, k, n = (int(v) for v in rng.integers(1, 90, 3))
     ta, tb = trans
     a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
     b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
@@ -124,14 +126,21 @@ def test_gemm(trans, rng):
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.integers(1, 37), st.integers(1, 37), st.integers(1, 37),
-       st.sampled_from([(), (3,), (2, 1)]), st.sampled_from(["a", "b", "both"]))
-def test_matmul_batched(m, k, n, batch, which):
+@given(st.integers(1, 70), st.integers(1, 37), st.integers(1, 70),
+       st.sampled_from([(), (3,), (2, 1)]), st.sampled_from(["a", "b", "both"]),
+       st.sampled_from(["blocked", "tiled"]))
+def test_matmul_batched(m, k, n, batch, which, variant):
+    import os
+
+    os.environ["ENGINE_GPU_MATMUL"] = variant  # read when the worker's backend is created
     rng = np.random.default_rng(m * 10007 + k * 101 + n)
     sa = batch + (m, k) if which in ("a", "both") else (m, k)
     sb = batch + (k, n) if which in ("b", "both") else (k, n)
     a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
-    assert_close(*run_both(*one_node("MatMul", [a, b])), rtol=2e-4, atol=2e-5)
+    try:
+        assert_close(*run_both(*one_node("MatMul", [a, b])), rtol=2e-4, atol=2e-5)
+    finally:
+        os.environ.pop("ENGINE_GPU_MATMUL", None)
 
 
 CONV = [

@@ -197,3 +197,16 @@ def test_errors_are_engine_errors(monkeypatch, rng):
     with pytest.raises(GPUError, match="compiling compute shader"):
         backend.pipelines.get(Program.of("unary.wgsl", T="f32", U="f32", expr="x + 123.0"))
     backend.close()
+
+
+def test_wgpu_errors_become_actionable_engine_errors():
+    import wgpu
+
+    from engine.backends.gpu_common import gpu_errors
+
+    with pytest.raises(GPUError, match="ran out of memory allocating.*CPU backend"):
+        with gpu_errors("allocating 1 TiB"):
+            raise wgpu.GPUOutOfMemoryError("Out of memory")
+    with pytest.raises(GPUError, match="device was lost submitting.*new Worker"):
+        with gpu_errors("submitting"):
+            raise wgpu.GPUValidationError("Parent device is lost")

@@ -75,6 +75,10 @@ class GpuComputeBackend(Backend):
         #: "implicit" GEMM (default) or "im2col" then matmul; on lavapipe both measured within
         #: a few percent of each other (docs/PERFORMANCE.md), the first needs no scratch memory
         self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or "implicit"
+        #: "blocked" (registers only) suits CPU adapters, where barriers are costly; "tiled"
+        #: (workgroup memory) suits GPUs; ENGINE_GPU_MATMUL overrides
+        self.matmul_variant = os.environ.get("ENGINE_GPU_MATMUL") or (
+            "blocked" if self.gpu.info.get("adapter_type") == "CPU" else "tiled")
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()

@@ -99,14 +99,17 @@ def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 
     expr, (pa, pb, _) = act
     ldc = N if ldc is None else ldc
     c_batch = M * N if c_batch is None else c_batch
-    program = program_for(a, b, M, N, K, expr)
+    if ctx.matmul_variant == "tiled":
+        program, groups = Program.of("matmul_tiled.wgsl", act=expr), (-(-N // 64), -(-M // 64),
+                                                                      batch)
+    else:
+        program, groups = program_for(a, b, M, N, K, expr), (-(-N // 32), -(-M // 32), batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
     params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,
                   a.batch, b.batch, c_batch, bias.batch, float(alpha), float(beta),
                   float(pa), float(pb), bias.sr, bias.sc, a.off, b.off,
                   ldc, c_off, bias.off, 0)
-    groups = (-(-N // 32), -(-M // 32), batch)
     ctx.dispatch(program, [a.tensor, b.tensor, bias_t, y], params, groups)
 
 

@@ -50,11 +50,20 @@ def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
         _check(backend.download(hc, meta), ref, name)
         out[name] = 2 * n ** 3 / ms / 1e6
     layer = Layer("mm", "MatMul", ["a", "b"], ["c"], {}, opset=13)
-    holder = []
-    ms = _time(backend, "MatMul (engine)", lambda: holder.append(backend.run_layer(
-        layer, [ha, hb], [Meta.of(a), Meta.of(b)], [meta])[0]), repeat)
-    _check(backend.download(holder[-1], meta), ref, "MatMul")
-    out["MatMul (engine)"] = 2 * n ** 3 / ms / 1e6
+    metas = [Meta.of(a), Meta.of(b)]
+    default = backend.matmul_variant
+    for variant in ("blocked", "tiled"):
+        backend.matmul_variant = variant
+        holder: list = []
+
+        def record(holder=holder):
+            holder.append(backend.run_layer(layer, [ha, hb], metas, [meta])[0])
+
+        name = f"MatMul (engine, {variant})"
+        ms = _time(backend, name, record, repeat)
+        _check(backend.download(holder[-1], meta), ref, name)
+        out[name] = 2 * n ** 3 / ms / 1e6
+    backend.matmul_variant = default
     return out
 
 
