@@ -23,9 +23,10 @@ fn act(x: f32, A: f32, B: f32) -> f32 {
     return ${act};
 }
 
-fn tap(base: i32, ih: i32, iw: i32) -> f32 {
-    let inside = ih >= 0 && ih < p.H && iw >= 0 && iw < p.W;
-    return select(0.0, x[base + clamp(ih, 0, p.H - 1) * p.W + clamp(iw, 0, p.W - 1)], inside);
+// hw = (H, W) is passed in so it stays in registers in the tap loops
+fn tap(base: i32, ih: i32, iw: i32, hw: vec2<i32>) -> f32 {
+    let inside = ih >= 0 && ih < hw.x && iw >= 0 && iw < hw.y;
+    return select(0.0, x[base + clamp(ih, 0, hw.x - 1) * hw.y + clamp(iw, 0, hw.y - 1)], inside);
 }
 
 @compute @workgroup_size(16, 4, 1)
@@ -49,19 +50,25 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     var acc3 = vec4<f32>(0.0);
     let kk = p.Cg * p.KH * p.KW;
     let HW = p.H * p.W;
+    let hw = vec2<i32>(p.H, p.W);
+    let Cg = p.Cg;
+    let KH = p.KH;
+    let KW = p.KW;
+    let dhw = vec2<i32>(p.dh, p.dw);
+    let cbase = n * p.C + grp * Cg;
     var k = (m0 / 4) * kk;
-    for (var c = 0; c < p.Cg; c++) {
-        let base = (n * p.C + grp * p.Cg + c) * HW;
-        for (var kh = 0; kh < p.KH; kh++) {
-            let ih = ih0 + vec4<i32>(kh * p.dh);
-            for (var kw = 0; kw < p.KW; kw++) {
-                let iw = iw0 + vec4<i32>(kw * p.dw);
+    for (var c = 0; c < Cg; c++) {
+        let base = (cbase + c) * HW;
+        for (var kh = 0; kh < KH; kh++) {
+            let ih = ih0 + vec4<i32>(kh * dhw.x);
+            for (var kw = 0; kw < KW; kw++) {
+                let iw = iw0 + vec4<i32>(kw * dhw.y);
                 let wv = w[k];
                 k++;
-                acc0 += tap(base, ih.x, iw.x) * wv;
-                acc1 += tap(base, ih.y, iw.y) * wv;
-                acc2 += tap(base, ih.z, iw.z) * wv;
-                acc3 += tap(base, ih.w, iw.w) * wv;
+                acc0 += tap(base, ih.x, iw.x, hw) * wv;
+                acc1 += tap(base, ih.y, iw.y, hw) * wv;
+                acc2 += tap(base, ih.z, iw.z, hw) * wv;
+                acc3 += tap(base, ih.w, iw.w, hw) * wv;
             }
         }
     }

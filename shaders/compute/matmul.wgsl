@@ -27,13 +27,14 @@ fn act(x: f32, A: f32, B: f32) -> f32 {
 fn a_at(i: i32) -> f32 { return ${A_AT}; }
 fn b_at(i: i32) -> f32 { return ${B_AT}; }
 
-// A(m, k..k+3)
-fn load_a4(base: i32, m: i32, k: i32) -> vec4<f32> {
+// A(m, k..k+3); s = (sam, sak, sbk, sbn) and nmax = N - 1 are passed in so that they live in
+// registers inside the K loop (a uniform re-read per iteration was not hoisted on lavapipe)
+fn load_a4(base: i32, m: i32, k: i32, s: vec4<i32>, nmax: i32) -> vec4<f32> {
     ${LOAD_A4}
 }
 
 // B(k..k+3, n) for FORM=dot, B(k, n..n+3) for FORM=outer
-fn load_b4(base: i32, k: i32, n: i32) -> vec4<f32> {
+fn load_b4(base: i32, k: i32, n: i32, s: vec4<i32>, nmax: i32) -> vec4<f32> {
     ${LOAD_B4}
 }
 
@@ -57,11 +58,13 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
     let k4 = p.K - p.K % 4;
+    let s = vec4<i32>(p.sam, p.sak, p.sbk, p.sbn);
+    let nmax = p.N - 1;
     for (var k = 0; k < k4; k += 4) {
-        let a0 = load_a4(abase, m0, k);
-        let a1 = load_a4(abase, m1, k);
-        let a2 = load_a4(abase, m2, k);
-        let a3 = load_a4(abase, m3, k);
+        let a0 = load_a4(abase, m0, k, s, nmax);
+        let a1 = load_a4(abase, m1, k, s, nmax);
+        let a2 = load_a4(abase, m2, k, s, nmax);
+        let a3 = load_a4(abase, m3, k, s, nmax);
         ${INNER}
     }
     for (var k = k4; k < p.K; k++) {

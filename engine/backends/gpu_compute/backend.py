@@ -72,9 +72,10 @@ class GpuComputeBackend(Backend):
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
-        #: "implicit" GEMM (default) or "im2col" then matmul; on lavapipe both measured within
-        #: a few percent of each other (docs/PERFORMANCE.md), the first needs no scratch memory
-        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or "implicit"
+        #: "im2col" then matmul is faster on CPU adapters (docs/PERFORMANCE.md); the
+        #: "implicit" GEMM needs no scratch memory and suits GPUs. ENGINE_GPU_CONV overrides.
+        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or (
+            "im2col" if self.gpu.info.get("adapter_type") == "CPU" else "implicit")
         #: "blocked" (registers only) suits CPU adapters, where barriers are costly; "tiled"
         #: (workgroup memory) suits GPUs; ENGINE_GPU_MATMUL overrides
         self.matmul_variant = os.environ.get("ENGINE_GPU_MATMUL") or (
