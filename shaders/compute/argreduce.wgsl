@@ -9,12 +9,15 @@ struct Params { n: i32, L: i32, inner: i32, last: i32 }
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 64u);
     if (i >= p.n) { return; }
-    let base = (i / p.inner) * p.L * p.inner + i % p.inner;
+    let L = p.L;
+    let inner = p.inner;
+    let last = p.last != 0;
+    let base = (i / inner) * L * inner + i % inner;
     var best = x[base];
     var at = 0;
-    for (var j = 1; j < p.L; j++) {
-        let v = x[base + j * p.inner];
-        if (v ${cmp} best || (p.last != 0 && v == best)) {
+    for (var j = 1; j < L; j++) {
+        let v = x[base + j * inner];
+        if (v ${cmp} best || (last && v == best)) {
             best = v;
             at = j;
         }

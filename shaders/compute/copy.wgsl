@@ -40,9 +40,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let so = p.so[last / 4][last % 4];
     let ml = p.m[last / 4][last % 4];
     let end = min(first + RUN, p.inner);
+    let wraps = ml != p.inner;
     for (var j = first; j < end; j++) {
         var jj = j;
-        if (ml != p.inner) { jj = j % ml; }
+        if (wraps) { jj = j % ml; }
         let src = (ii + jj * si) * ${W};
         let dst = (oo + j * so) * ${W};
         for (var w = 0; w < ${W}; w++) {

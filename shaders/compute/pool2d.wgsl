@@ -22,22 +22,34 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let base = plane * p.H * p.W;
     let h0 = oh * p.sh - p.ph;
     let w0 = ow * p.sw - p.pw;
+    let H = p.H;
+    let W = p.W;
+    let KH = p.KH;
+    let KW = p.KW;
+    let dh = p.dh;
+    let dw = p.dw;
+    let hlo = -p.ph;
+    let hhi = p.H + p.eh;
+    let wlo = -p.pw;
+    let whi = p.W + p.ew;
+    let lp_mode = p.mode == 2;
+    let lp = p.lp;
     var best = bitcast<f32>(0xff800000u);
     var sum = 0.0;
     var count = 0;
     var padded = 0;
-    for (var kh = 0; kh < p.KH; kh++) {
-        let ih = h0 + kh * p.dh;
-        for (var kw = 0; kw < p.KW; kw++) {
-            let iw = w0 + kw * p.dw;
-            if (ih >= -p.ph && ih < p.H + p.eh && iw >= -p.pw && iw < p.W + p.ew) {
+    for (var kh = 0; kh < KH; kh++) {
+        let ih = h0 + kh * dh;
+        for (var kw = 0; kw < KW; kw++) {
+            let iw = w0 + kw * dw;
+            if (ih >= hlo && ih < hhi && iw >= wlo && iw < whi) {
                 padded++;
             }
-            if (ih < 0 || ih >= p.H || iw < 0 || iw >= p.W) { continue; }
-            let v = x[base + ih * p.W + iw];
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) { continue; }
+            let v = x[base + ih * W + iw];
             best = max(best, v);
-            if (p.mode == 2) {
-                sum += pow(abs(v), p.lp);
+            if (lp_mode) {
+                sum += pow(abs(v), lp);
             } else {
                 sum += v;
             }

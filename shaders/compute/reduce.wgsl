@@ -12,12 +12,14 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-fn offset_of(r: i32) -> i32 {
+// the reduced dims are passed in (registers): a uniform re-read per element was not hoisted
+fn offset_of(r: i32, rrank: i32, rs: array<vec4<i32>, 2>, rst: array<vec4<i32>, 2>) -> i32 {
+    if (rrank == 1) { return r * rst[0][0]; }
     var rem = r;
     var off = 0;
-    for (var d = p.rrank - 1; d >= 0; d--) {
-        let size = p.rs[d / 4][d % 4];
-        off += (rem % size) * p.rst[d / 4][d % 4];
+    for (var d = rrank - 1; d >= 0; d--) {
+        let size = rs[d / 4][d % 4];
+        off += (rem % size) * rst[d / 4][d % 4];
         rem = rem / size;
     }
     return off;
@@ -35,14 +37,18 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
         rem = rem / size;
     }
     let count = f32(p.R);
+    let R = p.R;
+    let rrank = p.rrank;
+    let rs = p.rs;
+    let rst = p.rst;
     var acc = ${init};
     var top = bitcast<f32>(0xff800000u);
     if (${two_pass}) {
-        for (var r = 0; r < p.R; r++) { top = max(top, x[base + offset_of(r)]); }
-        if (p.R == 0) { top = 0.0; }
+        for (var r = 0; r < R; r++) { top = max(top, x[base + offset_of(r, rrank, rs, rst)]); }
+        if (R == 0) { top = 0.0; }
     }
-    for (var r = 0; r < p.R; r++) {
-        let v = x[base + offset_of(r)];
+    for (var r = 0; r < R; r++) {
+        let v = x[base + offset_of(r, rrank, rs, rst)];
         acc = ${step};
     }
     y[i] = ${finish};

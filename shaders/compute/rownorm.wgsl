@@ -14,19 +14,21 @@ struct Params { rows: i32, L: i32, sm: i32, sd: i32, eps: f32, stats: i32, pad0:
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let r = i32(g.x + g.y * nw.x * 64u);
     if (r >= p.rows) { return; }
-    let base = r * p.L;
+    let L = p.L;
+    let base = r * L;
     var mean = 0.0;
-    for (var j = 0; j < p.L; j++) { mean += x[base + j]; }
-    mean = mean / f32(p.L);
+    for (var j = 0; j < L; j++) { mean += x[base + j]; }
+    mean = mean / f32(L);
     var var_ = 0.0;
-    for (var j = 0; j < p.L; j++) {
+    for (var j = 0; j < L; j++) {
         let d = x[base + j] - mean;
         var_ += d * d;
     }
-    let inv = 1.0 / sqrt(var_ / f32(p.L) + p.eps);
-    let sbase = (r % p.sm) * p.L;
-    for (var j = 0; j < p.L; j++) {
-        let s = (sbase + j) / p.sd;
+    let inv = 1.0 / sqrt(var_ / f32(L) + p.eps);
+    let sbase = (r % p.sm) * L;
+    let sd = p.sd;
+    for (var j = 0; j < L; j++) {
+        let s = (sbase + j) / sd;
         y[base + j] = (x[base + j] - mean) * inv * scale[s] + shift[s];
     }
     if (p.stats != 0) {

@@ -10,18 +10,20 @@ struct Params { n: i32, L: i32, inner: i32, pad0: i32 }
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 64u);
     if (i >= p.n) { return; }
-    let base = (i / p.inner) * p.L * p.inner + i % p.inner;
+    let L = p.L;
+    let inner = p.inner;
+    let base = (i / inner) * L * inner + i % inner;
     var top = x[base];
     var at = 0;
-    for (var j = 1; j < p.L; j++) {
-        let v = x[base + j * p.inner];
+    for (var j = 1; j < L; j++) {
+        let v = x[base + j * inner];
         if (v > top) { top = v; at = j; }
     }
     var sum = 0.0;
-    for (var j = 0; j < p.L; j++) { sum += exp(x[base + j * p.inner] - top); }
+    for (var j = 0; j < L; j++) { sum += exp(x[base + j * inner] - top); }
     let lsum = log(sum);
-    for (var j = 0; j < p.L; j++) {
-        let v = x[base + j * p.inner];
-        y[base + j * p.inner] = ${expr};
+    for (var j = 0; j < L; j++) {
+        let v = x[base + j * inner];
+        y[base + j * inner] = ${expr};
     }
 }
