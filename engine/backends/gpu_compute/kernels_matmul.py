@@ -80,9 +80,9 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Pro
                 "b_at(i + min(n + 3, nmax) * s.w));")
         rows = "\n".join(f"        acc{i} += a{i}.x * b0 + a{i}.y * b1 + a{i}.z * b2 + a{i}.w * b3;"
                          for i in range(4))
-        inner = ("let b0 = load_b4(bbase, k, n0, s, nmax);\n        let b1 = load_b4(bbase, k + 1, n0, s, nmax);\n"
-                 "        let b2 = load_b4(bbase, k + 2, n0, s, nmax);\n"
-                 "        let b3 = load_b4(bbase, k + 3, n0, s, nmax);\n" + rows)
+        loads = "".join(f"let b{j} = load_b4(bbase, k + {j}, n0, s, nmax);\n        "
+                        for j in range(4))
+        inner = loads + rows.lstrip()
     params.update(B_TYPE="vec4<f32>" if vec else "f32",
                   B_AT="b[u32(i) / 4u][u32(i) % 4u]" if vec else "b[i]", LOAD_B4=load,
                   INNER=inner)
