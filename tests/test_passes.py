@@ -134,6 +134,21 @@ def test_dropout_with_training_mode_input_is_kept_unless_false():
     assert [layer.op_type for layer in m.layers] == ["Dropout", "Relu"]
 
 
+def test_dropout_with_a_named_but_unread_mask_goes(rng):
+    """Old exporters name the mask output even when nothing reads it (inception_v1)."""
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], ratio=0.4),
+             helper.make_node("Relu", ["d"], ["y"])]
+    m = ModelLoader.load(model(nodes, [("x", F, [3])], [("y", F, [3])],
+                               opset=9).SerializeToString())
+    assert [layer.op_type for layer in m.layers] == ["Relu"]
+    x = rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_array_equal(engine_run(m, {"x": x})["y"], np.maximum(x, 0))
+    nodes.append(helper.make_node("Cast", ["mask"], ["m"], to=onnx.TensorProto.FLOAT))
+    m = ModelLoader.load(model(nodes, [("x", F, [3])], [("y", F, [3]), ("m", F, [3])],
+                               opset=9).SerializeToString())
+    assert "Dropout" in [layer.op_type for layer in m.layers]
+
+
 def test_identity_feeding_a_subgraph_capture_is_renamed_inside(rng):
     then_g = helper.make_graph([helper.make_node("Mul", ["a", "a"], ["t"])], "then", [],
                                [helper.make_tensor_value_info("t", F, [3])])

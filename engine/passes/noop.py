@@ -13,15 +13,15 @@ from engine.model import Graph, Layer
 from engine.passes.graph_utils import can_rename_reads, refresh_captures, rename_reads, subgraphs
 
 
-def _passthrough(layer: Layer, graph: Graph) -> bool:
+def _passthrough(layer: Layer, graph: Graph, read: set[str]) -> bool:
     if layer.domain or len(layer.inputs) < 1 or not layer.inputs[0] or not layer.outputs[0]:
         return False
     if layer.op_type == "Identity":
         return True
     if layer.op_type != "Dropout":
         return False
-    if len(layer.outputs) > 1 and layer.outputs[1]:
-        return False  # the mask is used: keep the layer that computes it
+    if len(layer.outputs) > 1 and layer.outputs[1] in read:
+        return False  # the mask is read: keep the layer that computes it
     if layer.opset < 12:
         return True  # from opset 7 on, Dropout without training_mode is inference-only
     training = layer.inputs[2] if len(layer.inputs) > 2 else ""
@@ -40,8 +40,9 @@ def remove_noops(graph: Graph, is_model: bool = True) -> int:
     keep: list[Layer] = []
     producers = graph.producers()
     output_names = {o.name for o in graph.outputs}
+    read = output_names | {n for layer in graph.layers for n in layer.all_inputs() if n}
     for layer in graph.layers:
-        if _passthrough(layer, graph) and _bypass(graph, layer, producers, output_names,
+        if _passthrough(layer, graph, read) and _bypass(graph, layer, producers, output_names,
                                                   is_model):
             removed += 1
             continue

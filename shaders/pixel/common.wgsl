@@ -3,7 +3,9 @@
 
 // A tensor's texture layout. Shapes are padded with leading 1s to rank 6.
 //   d0 = dims 0..3; d1 = (dim 4, dim 5, blocked axis, texture width = texels of dim 5)
-//   r0 = texture rows per step of axes 0..3; r1 = (rows per step of axis 4, height, size, 0)
+//   r0 = texture rows per step of axes 0..3;
+//   r1 = (rows per step of axis 4, height, rows per step of the blocked axis (0: it runs
+//         along x), extent of the blocked axis)
 struct Desc {
     d0: vec4<u32>,
     d1: vec4<u32>,
@@ -133,4 +135,18 @@ fn block_coord(t: Desc, b: array<u32, 6>) -> vec2<u32> {
         y += b[k] * rs[k];
     }
     return vec2<u32>(b[5], y);
+}
+
+// Channel block (block index along the blocked axis) of the texel at pixel p of tensor t.
+fn block_of(t: Desc, p: vec2<u32>) -> u32 {
+    if (t.r1.z == 0u) {
+        return p.x;
+    }
+    return (p.y / t.r1.z) % ((t.r1.w + 3u) / 4u);
+}
+
+// Components of the texel at pixel p of t that hold real elements (cheap form of valid_mask).
+fn mask_at(t: Desc, p: vec2<u32>) -> vec4<bool> {
+    let left = t.r1.w - block_of(t, p) * 4u;
+    return vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(left);
 }

@@ -1,6 +1,9 @@
 // Concat of up to 8 inputs. i[0] = (inputs, axis (padded), whole-texel copies, 0);
 // i[1], i[2] = start of each input along the axis. Whole-texel copies apply when the axis
-// is not the blocked one, or when every start is a multiple of 4.
+// is not the blocked one, or when every start is a multiple of 4 (2: and the blocked axis
+// is not the x axis, so no index arithmetic is needed).
+
+const MODE: i32 = ${MODE};
 
 @group(0) @binding(1) var t0: texture_2d<f32>;
 @group(0) @binding(2) var t1: texture_2d<f32>;
@@ -41,10 +44,23 @@ fn texel_k(k: u32, c: vec2<u32>) -> vec4<f32> {
 
 @fragment
 fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
+    if (MODE == 2) {
+        // channel concat at multiples of 4 with channels off the x axis: whole rows
+        let p = vec2<u32>(pos.xy);
+        let rows = U.o.r1.z;
+        let h = p.y % rows;
+        let t = p.y / rows;
+        let cbo = (U.o.r1.w + 3u) / 4u;
+        let cb = t % cbo;
+        let n = t / cbo;
+        let k = which(cb * 4u);
+        let cbk = (U.t[k].r1.w + 3u) / 4u;
+        return texel_k(k, vec2<u32>(p.x, (n * cbk + cb - start_of(k) / 4u) * rows + h));
+    }
     let b = texel_index(U.o, vec2<u32>(pos.xy));
     let axis = u32(U.i[0].y);
     let blocked = U.o.d1.z == axis;
-    if (U.i[0].z != 0) {
+    if (MODE != 0) {
         let a = select(b[axis], b[axis] * 4u, blocked);
         let k = which(a);
         var bi = b;

@@ -5,6 +5,11 @@
 // i[5] = (has bias, texel blocks of W's axis 1, 0, 0)
 // Variant ${VARIANT}: blocked (group 1 or groups aligned to 4 channels), depthwise, scalar.
 
+// WMAT: the weights are a [M rows, (C/group blocks * kh * kw) texels] matrix texture (the
+// same texel order as the tensor layout, wrapped per output channel so large 1x1 and 3x3
+// weights fit the texture limit); else the tensor layout of W.
+const WMAT: bool = ${WMAT};
+
 @group(0) @binding(1) var X: texture_2d<f32>;
 @group(0) @binding(2) var Wt: texture_2d<f32>;
 @group(0) @binding(3) var Bt: texture_2d<f32>;
@@ -15,6 +20,15 @@ fn in_y(oh: u32, ky: u32) -> i32 {
 
 fn in_x(ow: u32, kx: u32) -> i32 {
     return i32(ow) * U.i[2].w - U.i[3].y + i32(kx) * U.i[3].w;
+}
+
+// W[m, 4cb..4cb+3, ky, kx]
+fn wload(m: u32, cb: u32, ky: u32, kx: u32) -> vec4<f32> {
+    let kh = u32(U.i[2].x);
+    if (WMAT) {
+        return ld(Wt, (cb * kh + ky) * u32(U.i[2].y) + kx, m);
+    }
+    return ld(Wt, kx, (m * u32(U.i[5].y) + cb) * kh + ky);
 }
 
 fn conv_blocked(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
@@ -28,15 +42,12 @@ fn conv_blocked(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
     let g = m0 / u32(U.i[4].w);
     let cb0 = g * u32(U.i[4].z) / 4u;
     let wcb = u32(U.i[5].y);
-    // first weight row of each of the 4 output channels
-    let w0 = min(m0, mlast) * wcb * kh;
-    let w1 = min(m0 + 1u, mlast) * wcb * kh;
-    let w2 = min(m0 + 2u, mlast) * wcb * kh;
-    let w3 = min(m0 + 3u, mlast) * wcb * kh;
+    let m1 = min(m0 + 1u, mlast);
+    let m2 = min(m0 + 2u, mlast);
+    let m3 = min(m0 + 3u, mlast);
     var acc = vec4<f32>(0.0);
     for (var cb = 0u; cb < wcb; cb++) {
         let xrow = (n * cbs + cb0 + cb) * u32(H);
-        let wrow = cb * kh;
         for (var ky = 0u; ky < kh; ky++) {
             let iy = in_y(oh, ky);
             if (iy < 0 || iy >= H) {
@@ -48,9 +59,8 @@ fn conv_blocked(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
                     continue;
                 }
                 let xv = ld(X, u32(ix), xrow + u32(iy));
-                let r = wrow + ky;
-                acc += vec4<f32>(dot(xv, ld(Wt, kx, w0 + r)), dot(xv, ld(Wt, kx, w1 + r)),
-                                 dot(xv, ld(Wt, kx, w2 + r)), dot(xv, ld(Wt, kx, w3 + r)));
+                acc += vec4<f32>(dot(xv, wload(m0, cb, ky, kx)), dot(xv, wload(m1, cb, ky, kx)),
+                                 dot(xv, wload(m2, cb, ky, kx)), dot(xv, wload(m3, cb, ky, kx)));
             }
         }
     }
@@ -65,10 +75,9 @@ fn conv_depthwise(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
     let mlast = u32(U.i[1].x) - 1u;
     let m0 = mb * 4u;
     let xrow = (n * u32(U.i[4].x) + mb) * u32(H);
-    let w0 = min(m0, mlast) * kh;
-    let w1 = min(m0 + 1u, mlast) * kh;
-    let w2 = min(m0 + 2u, mlast) * kh;
-    let w3 = min(m0 + 3u, mlast) * kh;
+    let m1 = min(m0 + 1u, mlast);
+    let m2 = min(m0 + 2u, mlast);
+    let m3 = min(m0 + 3u, mlast);
     var acc = vec4<f32>(0.0);
     for (var ky = 0u; ky < kh; ky++) {
         let iy = in_y(oh, ky);
@@ -81,8 +90,8 @@ fn conv_depthwise(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
                 continue;
             }
             let xv = ld(X, u32(ix), xrow + u32(iy));
-            let wv = vec4<f32>(ld(Wt, kx, w0 + ky).x, ld(Wt, kx, w1 + ky).x,
-                               ld(Wt, kx, w2 + ky).x, ld(Wt, kx, w3 + ky).x);
+            let wv = vec4<f32>(wload(m0, 0u, ky, kx).x, wload(m1, 0u, ky, kx).x,
+                               wload(m2, 0u, ky, kx).x, wload(m3, 0u, ky, kx).x);
             acc += xv * wv;
         }
     }
@@ -107,7 +116,6 @@ fn conv_scalar(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
         for (var ic = 0u; ic < cg; ic++) {
             let c = g * cg + ic;
             let xrow = (n * cbs + c / 4u) * u32(H);
-            let wrow = (m * wcb + ic / 4u) * kh;
             for (var ky = 0u; ky < kh; ky++) {
                 let iy = in_y(oh, ky);
                 if (iy < 0 || iy >= H) {
@@ -118,7 +126,7 @@ fn conv_scalar(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
                     if (ix < 0 || ix >= Wd) {
                         continue;
                     }
-                    s += ld(X, u32(ix), xrow + u32(iy))[c % 4u] * ld(Wt, kx, wrow + ky)[ic % 4u];
+                    s += ld(X, u32(ix), xrow + u32(iy))[c % 4u] * wload(m, ic / 4u, ky, kx)[ic % 4u];
                 }
             }
         }
@@ -138,7 +146,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     let mb = t % mbs;
     let n = t / mbs;
     var acc = conv_${VARIANT}(n, mb, oh, ow);
-    if (U.i[5].x != 0) {
+    if (${BIAS}) {
         acc += ld(Bt, mb, 0u);
     }
     acc = u_${ACT}(acc, U.f[7]);

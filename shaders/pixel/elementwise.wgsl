@@ -1,6 +1,21 @@
 // Broadcasting elementwise ops: out = u_${UN}(fold of b_${BIN} over the inputs * f[0].x, f[1]).
-// i[0].x = number of inputs (1..8); i[1], i[2] = per-input access: 0 = same layout as the
-// output (one texel), 1 = numpy broadcasting (one gather per component).
+// Specialised per input count N = ${N} and per-input access M0..M7 (constants, so the
+// compiler drops the unused paths: a dynamic branch to the slow path costs 5x here):
+//   0 same layout as the output: the texel at the same pixel
+//   1 numpy broadcasting: one gather per component (index arithmetic; the slow path)
+//   2 per-channel vector: a rank-1 [C] texture, texel (channel block, 0)
+//   3 per-sample-and-channel: same leading dims, 1 after the channel axis: texel
+//     (0, row / rows per channel step)
+
+const N: i32 = ${N};
+const M0: i32 = ${M0};
+const M1: i32 = ${M1};
+const M2: i32 = ${M2};
+const M3: i32 = ${M3};
+const M4: i32 = ${M4};
+const M5: i32 = ${M5};
+const M6: i32 = ${M6};
+const M7: i32 = ${M7};
 
 @group(0) @binding(1) var t0: texture_2d<f32>;
 @group(0) @binding(2) var t1: texture_2d<f32>;
@@ -11,30 +26,37 @@
 @group(0) @binding(7) var t6: texture_2d<f32>;
 @group(0) @binding(8) var t7: texture_2d<f32>;
 
-fn access(k: u32) -> i32 {
-    let v = select(U.i[2], U.i[1], k < 4u);
-    return v[k % 4u];
-}
-
-fn fetch(tex: texture_2d<f32>, k: u32, p: vec2<u32>, b: array<u32, 6>) -> vec4<f32> {
-    if (access(k) == 0) {
-        return ld(tex, p.x, p.y);
+fn fetch(tex: texture_2d<f32>, mode: i32, k: u32, p: vec2<u32>) -> vec4<f32> {
+    switch mode {
+        case 0: {
+            return ld(tex, p.x, p.y);
+        }
+        case 2: {
+            return ld(tex, block_of(U.o, p), 0u);
+        }
+        case 3: {
+            return ld(tex, 0u, p.y / U.o.r1.z);
+        }
+        default: {
+            return load_bcast4(tex, U.t[k], texel_index(U.o, p));
+        }
     }
-    return load_bcast4(tex, U.t[k], b);
 }
 
 @fragment
 fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     let p = vec2<u32>(pos.xy);
-    let b = texel_index(U.o, p);
-    let n = U.i[0].x;
-    var v = fetch(t0, 0u, p, b);
-    if (n > 1) { v = b_${BIN}(v, fetch(t1, 1u, p, b)); }
-    if (n > 2) { v = b_${BIN}(v, fetch(t2, 2u, p, b)); }
-    if (n > 3) { v = b_${BIN}(v, fetch(t3, 3u, p, b)); }
-    if (n > 4) { v = b_${BIN}(v, fetch(t4, 4u, p, b)); }
-    if (n > 5) { v = b_${BIN}(v, fetch(t5, 5u, p, b)); }
-    if (n > 6) { v = b_${BIN}(v, fetch(t6, 6u, p, b)); }
-    if (n > 7) { v = b_${BIN}(v, fetch(t7, 7u, p, b)); }
-    return keep_valid(U.o, b, u_${UN}(v * U.f[0].x, U.f[1]));
+    var v = fetch(t0, M0, 0u, p);
+    if (N > 1) { v = b_${BIN}(v, fetch(t1, M1, 1u, p)); }
+    if (N > 2) { v = b_${BIN}(v, fetch(t2, M2, 2u, p)); }
+    if (N > 3) { v = b_${BIN}(v, fetch(t3, M3, 3u, p)); }
+    if (N > 4) { v = b_${BIN}(v, fetch(t4, M4, 4u, p)); }
+    if (N > 5) { v = b_${BIN}(v, fetch(t5, M5, 5u, p)); }
+    if (N > 6) { v = b_${BIN}(v, fetch(t6, M6, 6u, p)); }
+    if (N > 7) { v = b_${BIN}(v, fetch(t7, M7, 7u, p)); }
+    v = u_${UN}(v * U.f[0].x, U.f[1]);
+    if (${PADDED}) {
+        v = select(vec4<f32>(0.0), v, mask_at(U.o, p));
+    }
+    return v;
 }

@@ -1,6 +1,12 @@
 // Y[M, N] = alpha * A' B' + beta * C, then the fused activation u_${ACT} with f[7].
 // One texel = Y[m, n0..n0+3] (rank-2 tensors block their last axis).
-// i[0] = (M, N, K, transA)   i[1] = (transB, has C)   f[0] = (alpha, beta)
+// i[0] = (M, N, K, transA)   i[1] = (transB, C access)   f[0] = (alpha, beta)
+// C access: 0 none, 1 numpy broadcasting, 2 a vector over N (texel (nb, 0)), 3 C is [M, N].
+
+// transA, transB and the C access are compile-time constants (dynamic branches are slow).
+const TRANS_A: bool = ${TRANS_A};
+const TRANS_B: bool = ${TRANS_B};
+const C_MODE: i32 = ${C_MODE};
 
 @group(0) @binding(1) var A: texture_2d<f32>;
 @group(0) @binding(2) var B: texture_2d<f32>;
@@ -8,7 +14,7 @@
 
 // A'[m, 4kb..4kb+3]
 fn a_row(m: u32, kb: u32) -> vec4<f32> {
-    if (U.i[0].w == 0) {
+    if (!TRANS_A) {
         return ld(A, kb, m);
     }
     // A is [K, M]: gather A[k, m] from 4 rows; rows past K read as 0
@@ -34,7 +40,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     let kbs = (K + 3u) / 4u;
     let n0 = nb * 4u;
     var acc = vec4<f32>(0.0);
-    if (U.i[1].x != 0) {
+    if (TRANS_B) {
         // B is [N, K]: rows n0..n0+3, one texel per 4 k
         let r0 = min(n0, N - 1u);
         let r1 = min(n0 + 1u, N - 1u);
@@ -55,9 +61,11 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         }
     }
     var y = U.f[0].x * acc;
-    let b = texel_index(U.o, p);
-    if (U.i[1].y != 0) {
-        y += U.f[0].y * load_bcast4(C, U.t[2], b);
+    switch C_MODE {
+        case 0: {}
+        case 2: { y += U.f[0].y * ld(C, nb, 0u); }
+        case 3: { y += U.f[0].y * ld(C, nb, m); }
+        default: { y += U.f[0].y * load_bcast4(C, U.t[2], texel_index(U.o, p)); }
     }
-    return keep_valid(U.o, b, u_${ACT}(y, U.f[7]));
+    return select(vec4<f32>(0.0), u_${ACT}(y, U.f[7]), mask_at(U.o, p));
 }

@@ -10,15 +10,15 @@
 @group(0) @binding(4) var P3: texture_2d<f32>;
 @group(0) @binding(5) var P4: texture_2d<f32>;
 
-fn op_BatchNormalization(p: vec2<u32>, b: array<u32, 6>) -> vec4<f32> {
-    let cb = b[U.o.d1.z];
+fn op_BatchNormalization(p: vec2<u32>) -> vec4<f32> {
+    let cb = block_of(U.o, p);
     let x = ld(X, p.x, p.y);
     let inv = inverseSqrt(ld(P4, cb, 0u) + U.f[0].x);
     return (x - ld(P3, cb, 0u)) * inv * ld(P1, cb, 0u) + ld(P2, cb, 0u);
 }
 
-fn op_InstanceNormalization(p: vec2<u32>, b: array<u32, 6>) -> vec4<f32> {
-    let cb = b[U.o.d1.z];
+fn op_InstanceNormalization(p: vec2<u32>) -> vec4<f32> {
+    let cb = block_of(U.o, p);
     let rows = u32(U.i[0].x);
     let y0 = p.y - p.y % rows;
     let w = U.o.d1.w;
@@ -41,7 +41,8 @@ fn op_InstanceNormalization(p: vec2<u32>, b: array<u32, 6>) -> vec4<f32> {
     return (ld(X, p.x, p.y) - mean) * inv * ld(P1, cb, 0u) + ld(P2, cb, 0u);
 }
 
-fn op_LRN(p: vec2<u32>, b: array<u32, 6>) -> vec4<f32> {
+fn op_LRN(p: vec2<u32>) -> vec4<f32> {
+    let b = texel_index(U.o, p);
     let ax = U.o.d1.z;
     let C = i32(dims6(U.o)[ax]);
     let size = U.i[0].y;
@@ -66,6 +67,5 @@ fn op_LRN(p: vec2<u32>, b: array<u32, 6>) -> vec4<f32> {
 @fragment
 fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     let p = vec2<u32>(pos.xy);
-    let b = texel_index(U.o, p);
-    return keep_valid(U.o, b, op_${OP}(p, b));
+    return select(vec4<f32>(0.0), op_${OP}(p), mask_at(U.o, p));
 }

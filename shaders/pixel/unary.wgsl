@@ -39,8 +39,12 @@ fn u_Reciprocal(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return 1.0 / x; }
 fn u_Relu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return max(x, vec4<f32>(0.0)); }
 
 fn u_Tanh(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
-    // clamped: the exp-based expansion overflows to NaN for large |x|
-    return tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)));
+    // clamped: the exp-based expansion overflows to NaN for large |x|; near 0 it cancels,
+    // so small |x| use the Taylor series instead
+    let t = tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)));
+    let x2 = x * x;
+    let series = x * (1.0 - x2 * (1.0 / 3.0 - x2 * (2.0 / 15.0 - x2 * (17.0 / 315.0))));
+    return select(t, series, abs(x) < vec4<f32>(0.1));
 }
 
 fn u_Sigmoid(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
@@ -50,7 +54,11 @@ fn u_Sigmoid(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
 }
 
 fn u_Softplus(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
-    return max(x, vec4<f32>(0.0)) + log(1.0 + exp(-abs(x)));
+    // log1p(e) by its series where 1 + e would round away e's digits
+    let e = exp(-abs(x));
+    let series = e * (1.0 - e * (0.5 - e / 3.0));
+    let l = select(log(1.0 + e), series, e < vec4<f32>(1e-3));
+    return max(x, vec4<f32>(0.0)) + l;
 }
 
 fn u_Softsign(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return x / (1.0 + abs(x)); }

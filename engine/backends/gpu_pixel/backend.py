@@ -9,33 +9,15 @@ import numpy as np
 
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels import KERNELS
-from engine.backends.gpu_pixel.layout import TexLayout, fit_reason, layout_of, pack, unpack
+from engine.backends.gpu_pixel.kernels_conv import matrix_fit_reason
+from engine.backends.gpu_pixel.layout import fit_reason, layout_of, pack, unpack
 from engine.backends.gpu_pixel.renderer import MAX_INPUTS, Renderer, Tex, pack_params
 from engine.errors import EngineError, GPUError, KernelError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
-
-
-class PixelTensor:
-    """A device handle: a texture holding a float32 tensor, and/or the host array it came from.
-
-    Arrays the textures cannot hold (other dtypes, empty or oversized tensors) stay on the
-    host; kernels only read those as parameters (their values are known on the CPU).
-    """
-
-    __slots__ = ("layout", "tex", "host", "derived")
-
-    def __init__(self, layout: TexLayout | None, tex: Tex | None = None,
-                 host: np.ndarray | None = None):
-        self.layout, self.tex, self.host = layout, tex, host
-        #: textures derived from this one by kernels (e.g. repacked weights), by key
-        self.derived: dict[Any, PixelTensor] = {}
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.layout.shape if self.layout is not None else tuple(self.host.shape)
 
 
 class GpuPixelBackend(Backend):
@@ -58,7 +40,16 @@ class GpuPixelBackend(Backend):
         if reason is not None:
             return reason
         # empty parameter inputs (e.g. Resize's roi) are fine; kernels check their tensors
-        shapes = [m.shape for m in metas if m is not None and m.dtype == np.float32 and m.size]
+        skip = set()
+        if layer.op_type == "Conv" and len(metas) > 1 and metas[1] is not None \
+                and metas[1].value is not None:
+            # CPU-known weights are re-wrapped into a matrix texture with its own limit
+            skip.add(1)
+            why = matrix_fit_reason(layer, metas, self.max_dim)
+            if why is not None:
+                return why
+        shapes = [m.shape for i, m in enumerate(metas) if m is not None and i not in skip
+                  and m.dtype == np.float32 and m.size]
         if all(m is not None for m in metas[:len(layer.inputs)] if m is not None):
             op = op_for(layer)
             try:
@@ -78,9 +69,9 @@ class GpuPixelBackend(Backend):
         if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
                 fit_reason(array.shape, self.max_dim) is not None:
             return PixelTensor(None, None, array)
-        handle = PixelTensor(layout_of(array.shape), None, array)
-        self._upload_texture(handle)
-        return handle
+        # the texture is written on first use (tex_of): weights that kernels re-wrap never
+        # need their plain layout
+        return PixelTensor(layout_of(array.shape), None, array)
 
     def _upload_texture(self, handle: PixelTensor) -> None:
         lay = handle.layout
@@ -105,10 +96,12 @@ class GpuPixelBackend(Backend):
     def download(self, handle: PixelTensor, meta: Meta) -> np.ndarray:
         return self.request_download(handle, meta).result()
 
-    def request_download(self, handle: PixelTensor, meta: Meta) -> Future:
-        if handle.tex is None:
+    def request_download(self, handle: PixelTensor | None, meta: Meta) -> Future:
+        if handle is None or handle.tex is None:
             fut: Future = Future()
-            if handle.host is None:
+            if handle is None:  # an empty optional value has no data to copy
+                fut.set_result(None)
+            elif handle.host is None:
                 fut.set_exception(EngineError("the tensor's data was already freed"))
             else:
                 fut.set_result(handle.host)

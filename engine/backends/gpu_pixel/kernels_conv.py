@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
+from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels_elementwise import UNARY
+from engine.backends.gpu_pixel.layout import layout_of, pack
 from engine.backends.gpu_pixel.registry import pixel_kernel
 
 #: fused activations a Conv/Gemm may carry, with their default parameters
@@ -94,11 +98,36 @@ def Conv(be, layer, inputs, in_metas, out_metas):
         variant = "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
-    texes = [inputs[0], inputs[1], bias if bias is not None else be.r.dummy]
+    wmat = inputs[1].host is not None
+    weights = weight_matrix(be, inputs[1], m, (cg + 3) // 4 * kh * kw) if wmat else inputs[1]
+    texes = [inputs[0], weights, bias if bias is not None else be.r.dummy]
     ints = [(n, c, h, wd), (m, oh, ow, group), (kh, kw, s[0], s[1]), (pb[0], pb[1], d[0], d[1]),
             ((c + 3) // 4, (m + 3) // 4, cg, mg), (int(bias is not None), (cg + 3) // 4)]
     floats = [(0,)] * 7 + [params]
-    return [be.run("conv", y, texes, ints=ints, floats=floats, VARIANT=variant, ACT=act)]
+    return [be.run("conv", y, texes, ints=ints, floats=floats, VARIANT=variant, ACT=act,
+                   WMAT=str(wmat).lower(), BIAS=str(bias is not None).lower())]
+
+
+def weight_matrix(be, w, rows: int, width: int):
+    """W's texels re-wrapped as [M rows, width] (cached on the weight's handle)."""
+    mat = w.derived.get("matrix")
+    if mat is None:
+        tex = be.r.alloc(width, rows, for_write=True)
+        be.r.write(tex, pack(w.host).reshape(rows, width, 4))
+        mat = w.derived["matrix"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
+    return mat
+
+
+def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
+    """For Conv with CPU-known weights: whether the weight matrix texture fits."""
+    w = metas[1] if len(metas) > 1 else None
+    if w is None or w.value is None or len(w.shape) < 3:
+        return None
+    width = (w.shape[1] + 3) // 4 * int(np.prod(w.shape[2:]))
+    if w.shape[0] > max_dim or width > max_dim:
+        return f"Conv weights {list(w.shape)} need a {width}x{w.shape[0]} texture, " \
+               f"over the {max_dim} texel limit"
+    return None
 
 
 def pool(be, layer, inputs, in_metas, out_metas, mode, k, global_=False, p=2.0):

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.gpu_pixel.handles import PixelTensor
+from engine.backends.gpu_pixel.layout import MAX_RANK as RANK
+from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
 #: unary ops and their float parameters (p.x, p.y, ...) from attributes
@@ -30,14 +33,37 @@ def unary_params(layer) -> list[float]:
     return [float(layer.attr(name, default)) for name, default in UNARY.get(op, ())]
 
 
+def access_mode(be, h, out_shape):
+    """(mode, texture source) of one input for elementwise.wgsl (see its header)."""
+    shape, out_shape = tuple(h.shape), tuple(out_shape)
+    if shape == out_shape:
+        return 0, h
+    out = layout_of(out_shape)
+    if out.axis == RANK - 1 or len(shape) > len(out_shape):
+        return 1, h
+    dims = layout_of(shape).dims
+    channels = out.dims[out.axis]
+    rest = [d for k, d in enumerate(dims) if k != out.axis]
+    if dims[out.axis] == channels and all(d == 1 for d in rest) and h.host is not None:
+        vec = h.derived.get("channels")
+        if vec is None:
+            vec = h.derived["channels"] = be.upload(np.ascontiguousarray(h.host).reshape(-1))
+        return 2, vec
+    if len(shape) == len(out_shape) and dims[:out.axis + 1] == out.dims[:out.axis + 1] \
+            and all(d == 1 for d in dims[out.axis + 1:]):
+        return 3, h
+    return 1, h
+
+
 def elementwise(be, inputs, out_shape, bin_op="Add", un_op="Identity", params=(), scale=1.0):
     """One pass combining ``inputs`` (broadcast to ``out_shape``) then applying ``un_op``."""
-    modes = [0 if tuple(h.shape) == tuple(out_shape) else 1 for h in inputs]
-    modes += [0] * (8 - len(modes))
-    return be.run("elementwise", out_shape, inputs, n_tex=8,
-                  ints=[(len(inputs),), modes[:4], modes[4:]],
+    picked = [access_mode(be, h, out_shape) for h in inputs]
+    modes = [m for m, _ in picked] + [0] * (8 - len(picked))
+    padded = layout_of(tuple(out_shape)).dims[layout_of(tuple(out_shape)).axis] % 4 != 0
+    consts = {f"M{k}": m for k, m in enumerate(modes)}
+    return be.run("elementwise", out_shape, [t for _, t in picked], n_tex=8,
                   floats=[(scale,), list(params) + [0.0] * (4 - len(params))],
-                  BIN=bin_op, UN=un_op)
+                  BIN=bin_op, UN=un_op, N=len(inputs), PADDED=str(padded).lower(), **consts)
 
 
 def _register_unary(op):
@@ -102,9 +128,13 @@ def _dropout_check(layer, metas):
     return None
 
 
-@pixel_kernel("Dropout", check=_dropout_check, tensors=(0,))
+@pixel_kernel("Dropout", check=_dropout_check, tensors=(0,), max_outputs=2)
 def Dropout(be, layer, inputs, in_metas, out_metas):
-    return [elementwise(be, inputs[:1], out_metas[0].shape)]
+    outs = [elementwise(be, inputs[:1], out_metas[0].shape)]
+    if len(out_metas) > 1:
+        # inference keeps every element: the mask is all true (a host array, not a texture)
+        outs.append(PixelTensor(None, None, np.ones(out_metas[1].shape, bool)))
+    return outs
 
 
 def _binary_check(layer, metas):

@@ -11,9 +11,15 @@ def gemm(be, a, b, c, out_shape, k, trans_a=0, trans_b=0, alpha=1.0, beta=1.0,
     m, n = out_shape
     texes = [a, b, c if c is not None else be.r.dummy]
     layouts = [None, None, c.layout if c is not None else None]
-    ints = [(m, n, k, trans_a), (trans_b, int(c is not None))]
+    c_mode = 0
+    if c is not None:
+        shape = tuple(c.shape)
+        c_mode = 3 if shape == (m, n) else 2 if shape in ((n,), (1, n)) else 1
+    ints = [(m, n, k, trans_a), (trans_b, c_mode)]
     floats = [(alpha, beta)] + [(0,)] * 6 + [params]
-    return be.run("gemm", out_shape, texes, ints=ints, floats=floats, layouts=layouts, ACT=act)
+    return be.run("gemm", out_shape, texes, ints=ints, floats=floats, layouts=layouts, ACT=act,
+                  TRANS_A=str(bool(trans_a)).lower(), TRANS_B=str(bool(trans_b)).lower(),
+                  C_MODE=c_mode)
 
 
 def _gemm_check(layer, metas):

@@ -198,10 +198,13 @@ def concat(be, inputs, shapes, axis, out_shape):
             total += s[axis]
         shape = list(out_shape)
         shape[axis] = total
-        whole = axis != blocked or all(s % 4 == 0 for s in starts)
+        aligned = all(s % 4 == 0 for s in starts)
+        whole = 2 if axis == blocked and aligned and rank >= 3 else \
+            int(axis != blocked or aligned)
         starts += [0] * (8 - len(starts))
         ints = [(len(group), axis + RANK - rank, int(whole)), starts[:4], starts[4:]]
-        out = be.run("concat", tuple(shape), [h for h, _ in group], n_tex=8, ints=ints)
+        out = be.run("concat", tuple(shape), [h for h, _ in group], n_tex=8, ints=ints,
+                     MODE=int(whole))
         if acc is not None:
             be.free(acc)
         acc, acc_shape = out, tuple(shape)

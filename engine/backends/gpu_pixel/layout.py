@@ -50,8 +50,11 @@ class TexLayout:
     def desc_words(self) -> list[int]:
         """The 16 u32 of the shaders' ``Desc`` struct (see shaders/pixel/common.wgsl)."""
         d, rs = self.dims, self.row_strides()
+        # rows per step of the blocked axis (0 when it runs along x) and its extent, so
+        # shaders find a texel's channel block without index arrays
+        axis_rows = rs[self.axis] if self.axis < MAX_RANK - 1 else 0
         return [d[0], d[1], d[2], d[3], d[4], d[5], self.axis, self.width,
-                rs[0], rs[1], rs[2], rs[3], rs[4], self.height, self.size & 0xFFFFFFFF, 0]
+                rs[0], rs[1], rs[2], rs[3], rs[4], self.height, axis_rows, d[self.axis]]
 
 
 @lru_cache(maxsize=4096)
