@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -24,19 +25,26 @@ class Stored:
     meta: Meta
 
 
+#: outputs whose Tensor was garbage-collected; their handles are freed on the engine thread
+_released: deque[Future] = deque()
+
+
 def _release(stored_future: Future) -> None:
-    def free_on_engine(fut: Future) -> None:
-        if fut.exception() is None:
-            stored: Stored = fut.result()
-            stored.backend.free(stored.handle)
+    # A finalizer may run inside any lock of any thread (even the executor's own), so it
+    # only records the handle; ``free_released`` frees it on the engine thread later.
+    _released.append(stored_future)
 
-    def submit(fut: Future) -> None:
-        try:
-            executor.submit(free_on_engine, fut)
-        except RuntimeError:  # interpreter shutdown: the device goes away anyway
-            pass
 
-    stored_future.add_done_callback(submit)
+def free_released() -> None:
+    """Free the device handles of collected output tensors (call on the engine thread)."""
+    while _released:
+        _released.popleft().add_done_callback(_free_stored)
+
+
+def _free_stored(fut: Future) -> None:
+    if fut.exception() is None:
+        stored: Stored = fut.result()
+        stored.backend.free(stored.handle)
 
 
 class Tensor:

@@ -7,6 +7,7 @@ whose data may still be pending; reading them back is explicit.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -24,7 +25,7 @@ from engine.model import Layer, Model, TensorSpec
 from engine.ops import op_for
 from engine.ops.base import Meta
 from engine.profile import LayerTiming, Profile
-from engine.tensor import Stored, Tensor
+from engine.tensor import Stored, Tensor, free_released
 
 ProgressCallback = Callable[[str, float], None]
 
@@ -62,7 +63,8 @@ class Worker:
         if self.backend_type is BackendType.CPU:
             self._backend: Backend = self._cpu
         else:
-            self._backend = executor.call(create_backend, self.backend_type, **backend_options)
+            self._backend = executor.call(
+                functools.partial(create_backend, self.backend_type, **backend_options))
         self.placement: dict[str, Placement] = self._plan()
         self._last_use = self._liveness()
         self._const_slots = {n: _Slot(_meta_of(v), cpu=v) for n, v in model.constants.items()}
@@ -168,6 +170,7 @@ class Worker:
 
     def _run(self, feeds: dict[str, Any], futures: dict[str, Future]) -> Iterator[Layer]:
         backend, cpu = self._backend, self._cpu
+        free_released()
         slots: dict[str, _Slot] = {n: _Slot(_meta_of(v), cpu=v) for n, v in feeds.items()}
         slots.update(self._const_slots)
         timings: list[LayerTiming] = []
@@ -255,7 +258,7 @@ class Worker:
         return getattr(self._backend, "peak_memory_bytes", None)
 
     def _on_cpu(self, slot: _Slot) -> Any:
-        if slot.cpu is None:
+        if slot.cpu is None and slot.dev is not None:  # (an empty optional is None on the CPU)
             self._backend.flush()
             slot.cpu = self._backend.download(slot.dev, slot.meta)
             slot.meta = Meta(slot.meta.shape, slot.meta.dtype, slot.cpu)
@@ -305,6 +308,7 @@ class Worker:
             return
         self._closed = True
         if self._backend is not self._cpu:
+            executor.call(free_released)
             executor.call(self._backend.close)
 
     def __enter__(self) -> Worker:

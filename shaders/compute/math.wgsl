@@ -11,8 +11,11 @@ fn erf_f(x: f32) -> f32 {
 }
 
 fn tanh_f(x: f32) -> f32 {
-    // some drivers compute tanh as a ratio of exponentials, which overflows to NaN
-    return select(tanh(x), sign(x), abs(x) > 15.0);
+    // drivers may compute tanh as a ratio of exponentials: NaN from overflow for large |x|,
+    // lost digits from cancellation for small |x| (there the series is exact to f32)
+    let x2 = x * x;
+    let series = x * (1.0 - x2 * (1.0 / 3.0 - x2 * (2.0 / 15.0 - x2 * (17.0 / 315.0))));
+    return select(select(tanh(x), sign(x), abs(x) > 15.0), series, abs(x) < 0.1);
 }
 
 fn sigmoid_f(x: f32) -> f32 {
@@ -20,8 +23,14 @@ fn sigmoid_f(x: f32) -> f32 {
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
 }
 
+fn log1p_f(e: f32) -> f32 {
+    // log(1 + e) without losing e's digits when e is tiny (Kahan's correction)
+    let u = 1.0 + e;
+    return select(log(u) * e / (u - 1.0), e, u == 1.0);
+}
+
 fn softplus_f(x: f32) -> f32 {
-    return max(x, 0.0) + log(1.0 + exp(-abs(x)));
+    return max(x, 0.0) + log1p_f(exp(-abs(x)));
 }
 
 fn pow_f(a: f32, b: f32) -> f32 {

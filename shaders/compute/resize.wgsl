@@ -15,7 +15,9 @@ fn source(o: i32, len_in: i32, len_out: i32, scale: f32) -> f32 {
     let fo = f32(o);
     switch p.coord {
         case 1: { return select(0.0, (fo + 0.5) / scale - 0.5, len_out > 1); }
-        case 2: { return select(fo * f32(len_in - 1) / f32(len_out - 1), 0.0, len_out == 1); }
+        // ONNX divides by the unrounded output length, scale * input length
+        case 2: { return select(fo * f32(len_in - 1) / (scale * f32(len_in) - 1.0), 0.0,
+                                len_out == 1); }
         case 3: { return fo / scale; }
         case 4: { return (fo + 0.5) / scale; }
         case 5: {

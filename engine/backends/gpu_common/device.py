@@ -36,6 +36,14 @@ def gpu_errors(what: str):
     except wgpu.GPUError as exc:
         first = str(exc).strip().splitlines()
         detail = " ".join(line.strip() for line in first[:8] if line.strip())
+        if isinstance(exc, wgpu.GPUOutOfMemoryError):
+            raise GPUError(f"the GPU ran out of memory {what}: {detail}; try a smaller input "
+                           "or the CPU backend") from exc
+        if "lost" in detail.lower():
+            with _lock:  # the next worker gets a fresh device
+                _devices.clear()
+            raise GPUError(f"the GPU device was lost {what}: {detail}; create a new Worker "
+                           "to continue") from exc
         raise GPUError(f"{what}: {type(exc).__name__}: {detail}") from exc
 
 

@@ -21,7 +21,7 @@ from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_by
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
 from engine.backends.gpu_compute.registry import KERNELS, LIMITS
 from engine.backends.gpu_compute.timestamps import Timestamps
-from engine.errors import GPUError, KernelError
+from engine.errors import BackendUnavailableError, GPUError, KernelError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
@@ -52,21 +52,33 @@ class GpuComputeBackend(Backend):
     type = BackendType.GPU_COMPUTE
     kernels = KERNELS
 
-    def __init__(self, adapter: str | None = None, timestamps: bool = True):
-        self.gpu = get_device(adapter)
+    def __init__(self, adapter: str | None = None, timestamps: bool = True,
+                 max_binding: int | None = None):
+        """``adapter``: substring of the adapter name (default: ``ENGINE_GPU_ADAPTER``, else
+        high-performance first); ``max_binding``: lower the storage-binding limit (to plan
+        for a smaller GPU); ``timestamps``: per-layer GPU timing where the adapter has it."""
+        try:
+            self.gpu = get_device(adapter)
+        except BackendUnavailableError as exc:
+            raise BackendUnavailableError(f"GPU_COMPUTE unavailable: {exc}") from exc
         wgpu = self.gpu.wgpu
         self.device, self.queue = self.gpu.device, self.gpu.queue
-        LIMITS["max_binding"] = self.gpu.max_storage_binding
+        LIMITS["max_binding"] = min(self.gpu.max_storage_binding,
+                                    max_binding or self.gpu.max_storage_binding)
         self._storage_usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                                | wgpu.BufferUsage.COPY_DST)
         self._uniform_usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        self.pool = BufferPool(self._new_buffer, self.gpu.max_storage_binding)
+        self.pool = BufferPool(self._new_buffer, LIMITS["max_binding"])
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
-        #: "im2col" (then matmul) suits CPU adapters; "implicit" GEMM suits real GPUs
-        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or (
-            "im2col" if self.gpu.info.get("adapter_type") == "CPU" else "implicit")
+        #: "implicit" GEMM (default) or "im2col" then matmul; on lavapipe both measured within
+        #: a few percent of each other (docs/PERFORMANCE.md), the first needs no scratch memory
+        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or "implicit"
+        #: "blocked" (registers only) suits CPU adapters, where barriers are costly; "tiled"
+        #: (workgroup memory) suits GPUs; ENGINE_GPU_MATMUL overrides
+        self.matmul_variant = os.environ.get("ENGINE_GPU_MATMUL") or (
+            "blocked" if self.gpu.info.get("adapter_type") == "CPU" else "tiled")
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()
@@ -114,7 +126,8 @@ class GpuComputeBackend(Backend):
                 self.queue.write_buffer(t.buffer, 0, data)
         return t
 
-    def constant(self, layer: Layer, index: int, meta: Meta, kind: str, transform) -> GpuTensor | None:
+    def constant(self, layer: Layer, index: int, meta: Meta, kind: str,
+                 transform) -> GpuTensor | None:
         """A derived copy of a constant input (e.g. re-laid-out weights), uploaded once.
 
         Returns None when input ``index`` is not a model constant.

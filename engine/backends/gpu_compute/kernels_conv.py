@@ -102,13 +102,20 @@ def Conv(ctx, layer, ins, metas, out_metas):
     if not P or not N or not M:
         return [y]
     pointwise = (geo["KH"] == geo["KW"] == 1 and geo["sh"] == geo["sw"] == 1
-                 and geo["ph"] == geo["pw"] == 0 and groups == 1 and P == size_of(x.shape[2:]))
-    if pointwise:
+                 and geo["ph"] == geo["pw"] == 0 and P == size_of(x.shape[2:]))
+    mg, cg = M // groups, C // groups
+    if pointwise and groups == 1:  # one batched matmul over the images
         matmul(ctx, Operand(ins[1], C, 1), Operand(ins[0], P, 1, batch=C * P), y, M, P, C, N,
                None if bias is None else Operand(bias, 1, 0), act=act)
         return [y]
-    mg = M // groups
-    if ctx.conv_strategy == "im2col" and C // groups > 1:
+    if pointwise and cg > 1:  # per image, one matmul batched over the groups
+        for n in range(N):
+            matmul(ctx, Operand(ins[1], cg, 1, batch=mg * cg),
+                   Operand(ins[0], P, 1, batch=cg * P, off=n * C * P), y, mg, P, cg, groups,
+                   None if bias is None else Operand(bias, 1, 0, batch=mg), act=act,
+                   c_off=n * M * P, c_batch=mg * P)
+        return [y]
+    if cg > 1 and (ctx.conv_strategy == "im2col" or mg % 4):
         _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y)
         return [y]
     if mg % 4 == 0:

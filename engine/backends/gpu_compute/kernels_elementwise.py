@@ -40,7 +40,10 @@ ACTIVATIONS = {
 #: float-only maths
 FLOAT_MATH = {
     "Exp": "exp(x)", "Log": "log(x)", "Sqrt": "sqrt(x)", "Reciprocal": "1.0 / x",
-    "Sin": "sin(x)", "Cos": "cos(x)", "Tan": "tan(x)", "Asin": "asin(x)", "Acos": "acos(x)",
+    "Sin": "sin(x)", "Cos": "cos(x)", "Tan": "tan(x)",
+    # via atan2: lavapipe's asin/acos lose ~3 digits near +-1
+    "Asin": "atan2(x, sqrt((1.0 - x) * (1.0 + x)))",
+    "Acos": "atan2(sqrt((1.0 - x) * (1.0 + x)), x)",
     "Atan": "atan(x)", "Sinh": "sinh(x)", "Cosh": "cosh(x)", "Asinh": "asinh(x)",
     "Acosh": "acosh(x)", "Atanh": "atanh(x)", "Ceil": "ceil(x)", "Floor": "floor(x)",
     "Round": "round(x)", "Erf": "erf_f(x)",
@@ -80,8 +83,12 @@ def run_unary(ctx, x, out_meta, expr: str, t: str, u: str, params=(0.0, 0.0, 0.0
     n = size_of(out_meta.shape)
     if n:
         a, b, c = (float(v) for v in (tuple(params) + (0.0, 0.0, 0.0))[:3])
-        ctx.dispatch(Program.of("unary.wgsl", T=t, U=u, expr=expr), [x, y],
-                     pack(n, a, b, c), -(-n // WG))
+        if n % 4 == 0 and t == u == "f32":
+            ctx.dispatch(Program.of("unary_vec4.wgsl", expr=expr), [x, y], pack(n, a, b, c),
+                         -(-n // 256))
+        else:
+            ctx.dispatch(Program.of("unary.wgsl", T=t, U=u, expr=expr), [x, y],
+                         pack(n, a, b, c), -(-n // WG))
     return y
 
 
@@ -163,19 +170,36 @@ def _identity(ctx, layer, ins, metas, out_metas):
     return [ctx.view(ins[0], out_metas[0].shape)]
 
 
-gpu_kernel("Identity", dtypes=None, inputs=None)(_identity)
+def _identity_check(layer, metas):
+    if not metas or metas[0] is None:
+        return "Identity of an empty optional or unknown value runs on the CPU"
+    return None
+
+
+gpu_kernel("Identity", dtypes=None, inputs=None, check=_identity_check)(_identity)
 
 
 def _dropout_check(layer, metas):
-    if len(layer.outputs) > 1 and layer.outputs[1]:
-        return "Dropout's mask output is computed on the CPU"
-    if len(metas) > 2 and metas[2] is not None and (metas[2].value is None or
-                                                    bool(np.asarray(metas[2].value))):
+    training = metas[2] if len(metas) > 2 else None
+    if training is not None and (training.value is None or bool(np.asarray(training.value))):
+        return "Dropout in training mode runs on the CPU"
+    if layer.attr("is_test", 1) == 0:
         return "Dropout in training mode runs on the CPU"
     return None
 
 
-gpu_kernel("Dropout", dtypes=None, inputs=(0,), check=_dropout_check)(_identity)
+@gpu_kernel("Dropout", dtypes=None, inputs=(0,), check=_dropout_check)
+def Dropout(ctx, layer, ins, metas, out_metas):
+    """Inference: the identity, and a mask of all True when one is asked for."""
+    outs = [ctx.view(ins[0], out_metas[0].shape)]
+    if len(out_metas) > 1:
+        from engine.backends.gpu_compute.kernels_shape import fill
+
+        mask = ctx.tensor(out_metas[1])
+        fill(ctx, mask, out_metas[1], True)
+        outs.append(mask)
+    return outs
+
 
 # -- binary ----------------------------------------------------------------------------------
 _INT_MOD = "select(a % b, a % b + b, (a % b != a - a) && ((a % b < a - a) != (b < a - a)))"
@@ -191,6 +215,10 @@ COMPARE = {"Equal": "==", "Greater": ">", "Less": "<", "GreaterOrEqual": ">=",
 LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
 
 
+#: binary expressions that are valid on vec4<f32> operands as written
+VEC4_SAFE = {"a + b", "a - b", "a * b", "a / b", "max(a, b)", "min(a, b)"}
+
+
 def run_binary(ctx, a, b, ma, mb, out_meta, expr: str, t: str, u: str, attr: int = 0):
     y = ctx.tensor(out_meta)
     shape = tuple(out_meta.shape)
@@ -198,7 +226,12 @@ def run_binary(ctx, a, b, ma, mb, out_meta, expr: str, t: str, u: str, attr: int
     if not n:
         return y
     same = int(tuple(ma.shape) == shape and tuple(mb.shape) == shape)
-    params = pack(n, len(shape), same, attr, *arr8(shape), *arr8(broadcast_strides(ma.shape, shape)),
+    if same and n % 4 == 0 and t == u == "f32" and expr in VEC4_SAFE:
+        ctx.dispatch(Program.of("binary_vec4.wgsl", expr=expr), [a, b, y], pack(n),
+                     -(-n // 256))
+        return y
+    params = pack(n, len(shape), same, attr, *arr8(shape),
+                  *arr8(broadcast_strides(ma.shape, shape)),
                   *arr8(broadcast_strides(mb.shape, shape)))
     ctx.dispatch(Program.of("binary.wgsl", T=t, U=u, expr=expr), [a, b, y], params, -(-n // WG))
     return y

@@ -55,26 +55,26 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Pro
     a_vec = a.sc == 1 and K % 4 == 0 and _aligned(a.sr, a.batch, a.off)
     params = {"act": act}
     if a_vec:
-        params.update(A_TYPE="vec4<f32>", A_AT="a[i / 4][i % 4]",
-                      LOAD_A4="return a[(base + m * p.sam + k) / 4];")
+        # unsigned: division by 4 becomes a shift (indices are never negative)
+        params.update(A_TYPE="vec4<f32>", A_AT="a[u32(i) / 4u][u32(i) % 4u]",
+                      LOAD_A4="return a[u32(base + m * p.sam + k) / 4u];")
     else:
         params.update(A_TYPE="f32", A_AT="a[i]", LOAD_A4=(
             "let i = base + m * p.sam + k * p.sak;\n    return vec4<f32>(a_at(i), "
             "a_at(i + p.sak), a_at(i + 2 * p.sak), a_at(i + 3 * p.sak));"))
     if b.sr == 1 and b.sc != 1:  # contiguous along K: dot-product form
         vec = K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
-        load = ("return b[(base + n * p.sbn + k) / 4];" if vec else
+        load = ("return b[u32(base + n * p.sbn + k) / 4u];" if vec else
                 "let i = base + n * p.sbn + k * p.sbk;\n    return vec4<f32>(b_at(i), "
                 "b_at(i + p.sbk), b_at(i + 2 * p.sbk), b_at(i + 3 * p.sbk));")
         inner = "\n".join(
             f"        acc{i} += vec4<f32>(dot(a{i}, c0), dot(a{i}, c1), dot(a{i}, c2), "
             f"dot(a{i}, c3));" for i in range(4))
-        inner = ("let c0 = load_b4(bbase, k, n0);\n        let c1 = load_b4(bbase, k, n1);\n"
-                 "        let c2 = load_b4(bbase, k, n2);\n        let c3 = load_b4(bbase, k, n3);\n"
-                 + inner)
+        loads = "".join(f"let c{j} = load_b4(bbase, k, n{j});\n        " for j in range(4))
+        inner = loads + inner
     else:  # contiguous along N (or neither): outer-product form
         vec = b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
-        load = ("return b[(base + k * p.sbk + n) / 4];" if vec else
+        load = ("return b[u32(base + k * p.sbk + n) / 4u];" if vec else
                 "let i = base + k * p.sbk;\n    return vec4<f32>(b_at(i + n * p.sbn), "
                 "b_at(i + min(n + 1, p.N - 1) * p.sbn), b_at(i + min(n + 2, p.N - 1) * p.sbn), "
                 "b_at(i + min(n + 3, p.N - 1) * p.sbn));")
@@ -84,7 +84,8 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Pro
                  "        let b2 = load_b4(bbase, k + 2, n0);\n"
                  "        let b3 = load_b4(bbase, k + 3, n0);\n" + rows)
     params.update(B_TYPE="vec4<f32>" if vec else "f32",
-                  B_AT="b[i / 4][i % 4]" if vec else "b[i]", LOAD_B4=load, INNER=inner)
+                  B_AT="b[u32(i) / 4u][u32(i) % 4u]" if vec else "b[i]", LOAD_B4=load,
+                  INNER=inner)
     return Program.of("matmul.wgsl", **params)
 
 
@@ -98,14 +99,17 @@ def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 
     expr, (pa, pb, _) = act
     ldc = N if ldc is None else ldc
     c_batch = M * N if c_batch is None else c_batch
-    program = program_for(a, b, M, N, K, expr)
+    if ctx.matmul_variant == "tiled":
+        program, groups = Program.of("matmul_tiled.wgsl", act=expr), (-(-N // 64), -(-M // 64),
+                                                                      batch)
+    else:
+        program, groups = program_for(a, b, M, N, K, expr), (-(-N // 32), -(-M // 32), batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
     params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,
                   a.batch, b.batch, c_batch, bias.batch, float(alpha), float(beta),
                   float(pa), float(pb), bias.sr, bias.sc, a.off, b.off,
                   ldc, c_off, bias.off, 0)
-    groups = (-(-N // 32), -(-M // 32), batch)
     ctx.dispatch(program, [a.tensor, b.tensor, bias_t, y], params, groups)
 
 

@@ -33,9 +33,12 @@ def strided_copy(ctx, src, dst, shape, in_strides, out_strides=None, in_base=0, 
     mods = shape if mods is None else list(mods)
     shape, in_strides, out_strides, mods = _collapse(shape, in_strides, out_strides, mods)
     words = words_per_element(dst.dtype) or 1
-    params = pack(n, len(shape), words, in_base, out_base, 0, 0, 0, *arr8(shape),
+    inner = shape[-1]
+    chunks = -(-inner // 64)
+    runs = n // inner * chunks
+    params = pack(runs, len(shape), in_base, out_base, inner, chunks, 0, 0, *arr8(shape),
                   *arr8(in_strides), *arr8(out_strides), *arr8(mods))
-    ctx.dispatch(Program.of("copy.wgsl"), [src, dst], params, -(-n // WG))
+    ctx.dispatch(Program.of("copy.wgsl", W=words), [src, dst], params, -(-runs // 64))
 
 
 def _collapse(shape, si, so, mods):
@@ -204,4 +207,5 @@ def SpaceToDepth(ctx, layer, ins, metas, out_metas):
     n, c, h, w = metas[0].shape
     bs = int(layer.attr("blocksize"))
     shape = (n, c, h // bs, bs, w // bs, bs)
-    return [transpose(ctx, ins[0], shape, (0, 3, 5, 1, 2, 4), out_metas[0])]
+    perm = (0, 1, 3, 5, 2, 4) if layer.attr("mode", "DCR") == "CRD" else (0, 3, 5, 1, 2, 4)
+    return [transpose(ctx, ins[0], shape, perm, out_metas[0])]

@@ -26,9 +26,12 @@ def BatchNormalization(ctx, layer, ins, metas, out_metas):
     y = ctx.tensor(out_metas[0])
     n = size_of(shape)
     if n:
-        params = pack(n, shape[1], max(size_of(shape[2:]), 1), float(layer.attr("epsilon", 1e-5)))
-        ctx.dispatch(Program.of("batchnorm.wgsl"), [ins[0], ins[1], ins[2], ins[3], ins[4], y],
-                     params, -(-n // 256))
+        inner = max(size_of(shape[2:]), 1)
+        params = pack(n, shape[1], inner, float(layer.attr("epsilon", 1e-5)))
+        vec = inner % 4 == 0
+        ctx.dispatch(Program.of("batchnorm_vec4.wgsl" if vec else "batchnorm.wgsl"),
+                     [ins[0], ins[1], ins[2], ins[3], ins[4], y], params,
+                     -(-n // 256))
     return [y]
 
 

@@ -41,18 +41,29 @@ def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
     for name, path, groups in (("reference register-blocked", "bench_matmul_ref.wgsl",
                                 (n // 4 // 8, n // 4 // 8, 1)),
                                ("reference workgroup-tiled", "bench_matmul_tiled.wgsl",
-                                (-(-n // 16), -(-n // 16), 1))):
+                                (-(-n // 16), -(-n // 16), 1)),
+                               ("reference column-per-invocation", "bench_matmul_cols.wgsl",
+                                (n // 64, n // 8, 1))):
         hc = backend.tensor(meta)
         ms = _time(backend, name, lambda p=path, g=groups, c=hc: backend.dispatch(
             Program.of(p), [ha, hb, c], pack(n, n, n, 0), g), repeat)
         _check(backend.download(hc, meta), ref, name)
         out[name] = 2 * n ** 3 / ms / 1e6
     layer = Layer("mm", "MatMul", ["a", "b"], ["c"], {}, opset=13)
-    holder = []
-    ms = _time(backend, "MatMul (engine)", lambda: holder.append(backend.run_layer(
-        layer, [ha, hb], [Meta.of(a), Meta.of(b)], [meta])[0]), repeat)
-    _check(backend.download(holder[-1], meta), ref, "MatMul")
-    out["MatMul (engine)"] = 2 * n ** 3 / ms / 1e6
+    metas = [Meta.of(a), Meta.of(b)]
+    default = backend.matmul_variant
+    for variant in ("blocked", "tiled"):
+        backend.matmul_variant = variant
+        holder: list = []
+
+        def record(holder=holder):
+            holder.append(backend.run_layer(layer, [ha, hb], metas, [meta])[0])
+
+        name = f"MatMul (engine, {variant})"
+        ms = _time(backend, name, record, repeat)
+        _check(backend.download(holder[-1], meta), ref, name)
+        out[name] = 2 * n ** 3 / ms / 1e6
+    backend.matmul_variant = default
     return out
 
 
@@ -70,10 +81,15 @@ def bench_conv(backend, repeat: int) -> dict[str, float]:
         meta = Meta((1, m, hw, hw), np.dtype(np.float32))
         for strategy in ("implicit", "im2col"):
             backend.conv_strategy = strategy
-            holder = []
+            holder: list = []
             name = f"Conv {k}x{k} {c}->{m} @{hw}x{hw} ({strategy})"
-            ms = _time(backend, name, lambda: holder.append(backend.run_layer(
-                layer, [hx, hw_], [Meta.of(x), Meta.of(w)], [meta])[0]), repeat)
+
+            metas = (Meta.of(x), Meta.of(w))
+
+            def record(layer=layer, args=(hx, hw_), metas=metas, meta=meta, holder=holder):
+                holder.append(backend.run_layer(layer, list(args), list(metas), [meta])[0])
+
+            ms = _time(backend, name, record, repeat)
             y = backend.download(holder[-1], meta)
             _check(y, _conv_ref(x, w, k // 2), name)
             out[name] = 2 * m * c * k * k * hw * hw / ms / 1e6
