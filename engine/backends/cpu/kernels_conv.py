@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import activation_of, carr, epilogue, epilogue_fn
+from engine.backends.cpu.activation import _act, activation_of, carr, epilogue, epilogue_fn
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
@@ -87,32 +87,63 @@ def col2im(cols, out, g, m0, m1):
                             out[m, oz, oy, ox] += cols[r, base + q]
 
 
-@njit(nogil=True, cache=True)
-def depthwise2d(x, w, out, g, mult, m0, m1):
-    """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow)."""
+@njit(nogil=True, cache=True, fastmath=True)
+def depthwise2d(x, w, out, g, mult, bias, act, params, m0, m1):
+    """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow);
+    ``bias`` (M,) or empty, then the fused activation ``act`` with its two ``params``.
+
+    Each channel is copied into a zero-bordered plane split into stride phases
+    (``phase[a, b][r, q] = padded[r * sh + a, q * sw + b]``), so every tap becomes one
+    contiguous multiply-add over the whole flattened output plane: long, branch-free,
+    vectorised loops instead of short per-row ones. Inner loops index slices from 0 (not
+    ``i + offset``) so Numba emits no negative-index wraparound and LLVM can vectorise.
+    """
     kh, kw, sh, sw, dh, dw, ph, pw = g
     C, H, W = x.shape
     M, oh, ow = out.shape
+    p0, p1 = params[0], params[1]
+    Hq = max(oh + ((kh - 1) * dh) // sh + 1, (H + ph + sh - 1) // sh)
+    Wq = max(ow + ((kw - 1) * dw) // sw, (W + pw + sw - 1) // sw)
+    pad = np.zeros((Hq * sh, Wq * sw), x.dtype)
+    unit = sh == 1 and sw == 1
+    phases = pad.reshape(1, Hq, Wq) if unit else np.empty((sh * sw, Hq, Wq), x.dtype)
+    flat = phases.reshape(sh * sw, -1)
+    L = (oh - 1) * Wq + ow
+    acc = np.empty(L, x.dtype)
+    cprev = -1
     for m in range(m0, m1):
         c = m // mult
+        if c != cprev:
+            for r in range(H):
+                dst = pad[r + ph, pw:]
+                src = x[c, r]
+                for q in range(W):
+                    dst[q] = src[q]
+            if not unit:
+                for a in range(sh):
+                    for b in range(sw):
+                        ph_ab = phases[a * sw + b]
+                        for r in range(Hq):
+                            prow = pad[r * sh + a, b::sw]
+                            drow = ph_ab[r]
+                            for q in range(Wq):
+                                drow[q] = prow[q]
+            cprev = c
+        acc[:] = 0
+        for i in range(kh):
+            a, ai = (i * dh) % sh, (i * dh) // sh
+            for j in range(kw):
+                b, bj = (j * dw) % sw, (j * dw) // sw
+                wv = w[m, i, j]
+                src = flat[a * sw + b, ai * Wq + bj:]
+                for t in range(L):
+                    acc[t] += wv * src[t]
+        bv = bias[m] if bias.shape[0] > 0 else p0 * 0
         for y in range(oh):
-            row = out[m, y]
-            row[:] = 0
-            for i in range(kh):
-                iy = y * sh - ph + i * dh
-                if iy < 0 or iy >= H:
-                    continue
-                for j in range(kw):
-                    wv = w[m, i, j]
-                    off = j * dw - pw
-                    q0 = min(ow, max(0, (-off + sw - 1) // sw))
-                    q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
-                    if sw == 1:
-                        for q in range(q0, q1):
-                            row[q] += wv * x[c, iy, q + off]
-                    else:
-                        for q in range(q0, q1):
-                            row[q] += wv * x[c, iy, q * sw + off]
+            o = out[m, y]
+            av = acc[y * Wq:]
+            for q in range(ow):
+                o[q] = _act(av[q] + bv, act, p0, p1)
 
 
 class _Scratch(threading.local):
@@ -171,15 +202,13 @@ def Conv(layer, inputs):
     if g.rank == 2 and group == C and w.shape[1] == 1:
         gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
         w3 = carr(w.reshape(M, *g.kernel))
+        b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
+        params = np.array(act[1:], x.dtype)
+        grain = max(1, 400_000 // max(1, P * w3[0].size))  # ~50 us a chunk: pays the hand-off
         for n in range(N):
-            epi = epilogue_fn(out3[n], bias, act)
-
-            def chunk(lo, hi, n=n, epi=epi):
-                depthwise2d(x[n], w3, out[n], gd, M // C, lo, hi)
-                if epi is not None:
-                    epi(lo, hi)
-
-            threads.parallel_for(chunk, M, grain=max(1, 4096 // max(1, P)))
+            threads.parallel_for(
+                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, act[0], params,
+                                                lo, hi), M, grain=grain)
         return out
     K = int(np.prod(g.kernel))
     w2 = np.ascontiguousarray(w.reshape(M, Cg * K))
