@@ -23,9 +23,11 @@ from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geo
 
 
 @njit(nogil=True, cache=True)
-def im2col(x, cols, g, r0, r1):
-    """x: (C, D, H, W); cols: (C*kd*kh*kw, od*oh*ow). ``g`` = kernel, strides, dilations,
-    pads_begin and output size, 3 values each (15 ints)."""
+def im2col(x, cols, g, r0, r1, s0, s1):
+    """Rows ``r0:r1`` of the patch matrix of output rows ``s0:s1`` (row index z * oh + y).
+    x: (C, D, H, W); cols: (C*kd*kh*kw, (s1 - s0) * ow). ``g`` = kernel, strides, dilations,
+    pads_begin and output size, 3 values each (15 ints). Copies index slices from 0 (never
+    ``q + off``), so Numba adds no negative-index wraparound and unit-stride copies vectorise."""
     kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, od, oh, ow = g
     C, D, H, W = x.shape
     K = kd * kh * kw
@@ -38,25 +40,26 @@ def im2col(x, cols, g, r0, r1):
         off = e * dw - pw
         q0 = min(ow, max(0, (-off + sw - 1) // sw))
         q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
-        for z in range(od):
+        row = cols[r]
+        for s in range(s0, s1):
+            z = s // oh
+            y = s % oh
             iz = z * sd - pd + a * dd
-            for y in range(oh):
-                iy = y * sh - ph + b * dh
-                base = (z * oh + y) * ow
-                if iz < 0 or iz >= D or iy < 0 or iy >= H:
-                    for q in range(ow):
-                        cols[r, base + q] = 0
-                    continue
-                for q in range(q0):
-                    cols[r, base + q] = 0
-                if sw == 1:  # unit stride: a contiguous, vectorisable copy
-                    for q in range(q0, q1):
-                        cols[r, base + q] = x[c, iz, iy, q + off]
-                else:
-                    for q in range(q0, q1):
-                        cols[r, base + q] = x[c, iz, iy, q * sw + off]
-                for q in range(q1, ow):
-                    cols[r, base + q] = 0
+            iy = y * sh - ph + b * dh
+            dst = row[(s - s0) * ow:]
+            if iz < 0 or iz >= D or iy < 0 or iy >= H:
+                for q in range(ow):
+                    dst[q] = 0
+                continue
+            for q in range(q0):
+                dst[q] = 0
+            if q1 > q0:
+                src = x[c, iz, iy, q0 * sw + off::sw]
+                mid = dst[q0:]
+                for q in range(q1 - q0):
+                    mid[q] = src[q]
+            for q in range(q1, ow):
+                dst[q] = 0
 
 
 @njit(nogil=True, cache=True)
@@ -160,6 +163,8 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
+#: fewest output positions per im2col tile (rounded down to whole output rows)
+TILE_COLS = 256
 
 
 def _as3d(shape) -> tuple[int, ...]:
@@ -215,19 +220,48 @@ def Conv(layer, inputs):
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
     pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
     gi = _geom(g, g.out_shape)
+    if pointwise:
+        for n in range(N):
+            for k in range(group):
+                og = out3[n, k * Mg:(k + 1) * Mg]
+                threads.matmul(w2[k * Mg:(k + 1) * Mg], x5[n, k * Cg:(k + 1) * Cg].reshape(Cg, P),
+                               og, after=epilogue_fn(og, None if bias is None else
+                                                     bias[k * Mg:(k + 1) * Mg], act))
+        return out
+    ow = gi[-1]
+    rows = gi[-3] * gi[-2]
+    # Large outputs: im2col + sgemm tile by tile (whole output rows), so a tile's patch matrix
+    # is still in the core's cache for its product and tiles spread over the threads. A tile
+    # has at least as many columns as the weights have rows, else re-reading the weights per
+    # tile costs more than the patch traffic saved. Small outputs: one patch matrix, with the
+    # product's rows split over the threads.
+    per = max(1, max(TILE_COLS, Mg) // ow)
+    ntiles = -(-rows // per)
+    tiled = ntiles >= 2 * threads.threads()
     for n in range(N):
         for k in range(group):
             xg = x5[n, k * Cg:(k + 1) * Cg]
-            if pointwise:
-                cols = xg.reshape(Cg, P)
-            else:
-                cols = _SCRATCH.get((Cg * K, P), x.dtype)
-                threads.parallel_for(lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi),
-                                     Cg * K, grain=max(1, 8192 // P))
+            wg = w2[k * Mg:(k + 1) * Mg]
             og = out3[n, k * Mg:(k + 1) * Mg]
-            threads.matmul(w2[k * Mg:(k + 1) * Mg], cols, og,
-                           after=epilogue_fn(og, None if bias is None else
-                                             bias[k * Mg:(k + 1) * Mg], act))
+            epi = epilogue_fn(og, None if bias is None else bias[k * Mg:(k + 1) * Mg], act)
+            if not tiled:
+                cols = _SCRATCH.get((Cg * K, P), x.dtype)
+                threads.parallel_for(
+                    lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi, 0, rows),
+                    Cg * K, grain=max(1, 8192 // P))
+                threads.matmul(wg, cols, og, after=epi)
+                continue
+
+            def tile(t0, t1, xg=xg, wg=wg, og=og, epi=epi):
+                for s0 in range(t0 * per, min(rows, t1 * per), per):
+                    s1 = min(rows, s0 + per)
+                    cols = _SCRATCH.get((Cg * K, (s1 - s0) * ow), x.dtype)
+                    im2col(xg, cols, gi, 0, Cg * K, s0, s1)
+                    np.matmul(wg, cols, out=og[:, s0 * ow:s1 * ow])
+                    if epi is not None:
+                        epi(0, Mg, s0 * ow, s1 * ow)
+
+            threads.parallel_for(tile, ntiles)
     return out
 
 
