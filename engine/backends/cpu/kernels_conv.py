@@ -191,6 +191,9 @@ def _check(layer, x: np.ndarray, w: np.ndarray) -> None:
 def Conv(layer, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+        return Conv(layer, [None if a is None else a.astype(np.float32)
+                            for a in inputs]).astype(np.float16)
     _check(layer, x, w)
     g = conv_geometry(layer, x.shape, w.shape)
     group = int(layer.attr("group", 1) or 1)
@@ -269,6 +272,9 @@ def Conv(layer, inputs):
 def ConvTranspose(layer, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+        return ConvTranspose(layer, [None if a is None else a.astype(np.float32)
+                                     for a in inputs]).astype(np.float16)
     _check(layer, x, w)
     g = conv_transpose_geometry(layer, x.shape, w.shape)
     group = int(layer.attr("group", 1) or 1)

@@ -4,6 +4,7 @@ LogSoftmax as parallel Numba kernels."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from numba import njit
 
@@ -11,6 +12,8 @@ from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
+
+_HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
 
 
 @njit(nogil=True, cache=True)
@@ -173,7 +176,22 @@ def softmax(x, out, log, r0, r1):
                 out[o, j, i] = np.exp(x[o, j, i] - m) * inv
 
 
+def _softmax_numpy(layer, x, log, coerce_2d):
+    axis = int(layer.attr("axis", 1 if coerce_2d else -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    shape = x.shape
+    if coerce_2d:
+        x = x.reshape(int(np.prod(shape[:axis], dtype=np.int64)), -1)
+        axis = 1
+    d = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(d)
+    s = e.sum(axis=axis, keepdims=True)
+    return (d - np.log(s) if log else e / s).reshape(shape)
+
+
 def _softmax(layer, x, log: bool, coerce_2d: bool):
+    if x.dtype in _HALF:
+        return _softmax_numpy(layer, x, log, coerce_2d)
     _float(layer, x)
     axis = int(layer.attr("axis", 1 if coerce_2d else -1))
     axis = axis + x.ndim if axis < 0 else axis
