@@ -29,7 +29,13 @@ def _release(stored_future: Future) -> None:
             stored: Stored = fut.result()
             stored.backend.free(stored.handle)
 
-    stored_future.add_done_callback(lambda f: executor.submit(free_on_engine, f))
+    def submit(fut: Future) -> None:
+        try:
+            executor.submit(free_on_engine, fut)
+        except RuntimeError:  # interpreter shutdown: the device goes away anyway
+            pass
+
+    stored_future.add_done_callback(submit)
 
 
 class Tensor:

@@ -66,7 +66,8 @@ class Worker:
         self.placement: dict[str, Placement] = self._plan()
         self._last_use = self._liveness()
         self._const_slots = {n: _Slot(_meta_of(v), cpu=v) for n, v in model.constants.items()}
-        self.last_profile: Profile | None = None
+        self._last_profile: Profile | None = None
+        self._pending_profile: Future | None = None
         self._outputs: dict[str, Tensor] = {}
         prepare = getattr(self._backend, "prepare", None)
         if prepare is not None:
@@ -216,11 +217,42 @@ class Worker:
 
     def _finish_profile(self, timings: list[LayerTiming], total_ms: float) -> None:
         device = self._backend.collect_timings()
-        if device:
-            for t in timings:
-                if t.name in device and not t.fallback:
-                    t.ms, t.source = device[t.name], "gpu-timestamp"
-        self.last_profile = Profile(self.backend_type.value, timings, total_ms)
+        profile = Profile(self.backend_type.value, timings, total_ms)
+        if not isinstance(device, Future):
+            _apply_device_times(profile, device)
+            self._last_profile = profile
+            return
+        # device times resolve once the GPU has finished: the profile is published then,
+        # and its total becomes the latency until the device was done
+        t_start = time.perf_counter() - total_ms * 1e-3
+        published: Future = Future()
+
+        def publish(fut: Future) -> None:
+            profile.total_ms = max(profile.total_ms, (time.perf_counter() - t_start) * 1e3)
+            if fut.exception() is None:
+                _apply_device_times(profile, fut.result())
+            self._last_profile = profile
+            published.set_result(None)
+
+        self._pending_profile = published
+        device.add_done_callback(publish)
+
+    @property
+    def last_profile(self) -> Profile | None:
+        """Per-layer timings of the last completed run (waits for device timestamps of a run
+        that has been recorded but whose GPU work is still in flight)."""
+        pending = self._pending_profile
+        if pending is not None:
+            try:
+                pending.result(timeout=60)
+            except Exception:  # noqa: BLE001 - the profile keeps its CPU-clock times
+                pass
+        return self._last_profile
+
+    @property
+    def peak_memory_bytes(self) -> int | None:
+        """Peak device memory of the plan, for backends that allocate device memory."""
+        return getattr(self._backend, "peak_memory_bytes", None)
 
     def _on_cpu(self, slot: _Slot) -> Any:
         if slot.cpu is None:
@@ -280,6 +312,12 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _apply_device_times(profile: Profile, device: dict[str, float] | None) -> None:
+    for t in profile.layers:
+        if device and t.name in device and not t.fallback:
+            t.ms, t.source = device[t.name], "gpu-timestamp"
 
 
 class _Steps:

@@ -1,0 +1,310 @@
+"""GPU_COMPUTE: layers as WGSL compute dispatches recorded into one encoder per schedule.
+
+``run_layer`` only records; ``flush`` submits without waiting (the worker calls it before a
+CPU fallback reads back and at the end of a run). Each dispatch is its own compute pass so
+that, where the adapter has ``timestamp-query``, every layer gets GPU begin/end stamps.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from engine.backends.base import Backend, BackendType
+from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
+from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
+from engine.backends.gpu_compute.registry import KERNELS, LIMITS
+from engine.backends.gpu_compute.timestamps import Timestamps
+from engine.errors import GPUError, KernelError
+from engine.model import Layer
+from engine.ops import op_for
+from engine.ops.base import Meta
+
+#: largest workgroup count per dispatch dimension that WebGPU guarantees
+MAX_GROUPS = 65535
+
+
+def pack(*values: int | float) -> bytes:
+    """Uniform data: Python ints as i32 (u32 from 2**31), floats as f32, padded to 16 bytes."""
+    fmt = "".join("f" if isinstance(v, float) else "I" if v >= 2**31 else "i" for v in values)
+    data = struct.pack("<" + fmt, *values)
+    size = max(32, (len(data) + 15) // 16 * 16)
+    return data + bytes(size - len(data))
+
+
+def groups_for(n_groups: int) -> tuple[int, int, int]:
+    """Spread ``n_groups`` workgroups over x and y (shaders linearise with num_workgroups)."""
+    n_groups = max(1, n_groups)
+    if n_groups <= MAX_GROUPS:
+        return (n_groups, 1, 1)
+    return (MAX_GROUPS, (n_groups + MAX_GROUPS - 1) // MAX_GROUPS, 1)
+
+
+class GpuComputeBackend(Backend):
+    """WGSL compute shaders on the process-wide wgpu device."""
+
+    type = BackendType.GPU_COMPUTE
+    kernels = KERNELS
+
+    def __init__(self, adapter: str | None = None, timestamps: bool = True):
+        self.gpu = get_device(adapter)
+        wgpu = self.gpu.wgpu
+        self.device, self.queue = self.gpu.device, self.gpu.queue
+        LIMITS["max_binding"] = self.gpu.max_storage_binding
+        self._storage_usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
+                               | wgpu.BufferUsage.COPY_DST)
+        self._uniform_usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
+        self.pool = BufferPool(self._new_buffer, self.gpu.max_storage_binding)
+        self.pipelines = pipeline_cache(self.device)
+        self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
+            else None
+        #: "im2col" (then matmul) suits CPU adapters; "implicit" GEMM suits real GPUs
+        self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or (
+            "im2col" if self.gpu.info.get("adapter_type") == "CPU" else "implicit")
+        self._encoder = None
+        self._keep: list = []  # upload staging buffers alive until their encoder is submitted
+        self._uniforms: OrderedDict[bytes, Any] = OrderedDict()
+        self._bind_groups: OrderedDict[tuple, Any] = OrderedDict()
+        self._packed: dict[tuple, tuple[Any, GpuTensor]] = {}
+        self._packed_host: dict[tuple, tuple[Any, np.ndarray]] = {}
+        self._constants: dict[str, np.ndarray] = {}
+        self._layer: str | None = None
+        self._dry = None  # a planning.DryRun while prepare() walks the plan
+        self._closed = False
+        #: peak device bytes of the plan (estimated by ``prepare``, then measured by runs)
+        self.peak_memory_bytes: int | None = None
+
+    # -- memory -----------------------------------------------------------------------------
+    def _new_buffer(self, size: int):
+        with gpu_errors(f"allocating {size} bytes of GPU memory"):
+            return self.device.create_buffer(size=size, usage=self._storage_usage)
+
+    def tensor(self, meta: Meta) -> GpuTensor:
+        """A new device tensor for ``meta`` (from the pool)."""
+        pool = self.pool if self._dry is None else self._dry.pool
+        return GpuTensor(pool.acquire(storage_bytes(meta)), tuple(meta.shape),
+                         np.dtype(meta.dtype))
+
+    def view(self, src: GpuTensor, shape: tuple[int, ...], dtype=None) -> GpuTensor:
+        """A tensor sharing ``src``'s buffer (Reshape and friends move no data)."""
+        if src.alloc is not None:
+            src.alloc.refs += 1
+        return GpuTensor(src.alloc, tuple(shape), np.dtype(dtype or src.dtype))
+
+    def upload(self, array: np.ndarray) -> GpuTensor:
+        array = np.asarray(array)
+        data = _to_storage(array)
+        t = self.tensor(Meta.of(array))
+        if data.nbytes == 0 or self._dry is not None:
+            return t
+        with gpu_errors("uploading a tensor"):
+            if self._encoder is not None:
+                # keeps the order with work already recorded into the open encoder
+                staging = self.device.create_buffer_with_data(
+                    data=data, usage=self.gpu.wgpu.BufferUsage.COPY_SRC)
+                self._encoder.copy_buffer_to_buffer(staging, 0, t.buffer, 0, data.nbytes)
+                self._keep.append(staging)
+            else:
+                self.queue.write_buffer(t.buffer, 0, data)
+        return t
+
+    def constant(self, layer: Layer, index: int, meta: Meta, kind: str, transform) -> GpuTensor | None:
+        """A derived copy of a constant input (e.g. re-laid-out weights), uploaded once.
+
+        Returns None when input ``index`` is not a model constant.
+        """
+        name = layer.inputs[index] if index < len(layer.inputs) else ""
+        value = self._constants.get(name)
+        if value is None or meta is None or meta.value is not value:
+            return None
+        key = (name, kind)
+        hit = self._packed.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        host = self._packed_host.get(key)
+        if host is None or host[0] is not value:
+            host = self._packed_host[key] = (value, transform(value))
+        if self._dry is not None:  # planning: account for the memory, upload at the first run
+            return self.tensor(Meta.of(host[1]))
+        self._packed[key] = (value, self.upload(host[1]))
+        del self._packed_host[key]
+        return self._packed[key][1]
+
+    def free(self, handle: Any) -> None:
+        if self._closed or not isinstance(handle, GpuTensor) or handle.alloc is None:
+            return
+        (self.pool if self._dry is None else self._dry.pool).release(handle.alloc)
+
+    def download(self, handle: GpuTensor, meta: Meta) -> np.ndarray:
+        return self.request_download(handle, meta).result()
+
+    def request_download(self, handle: GpuTensor, meta: Meta) -> Future:
+        shape, dtype = tuple(meta.shape), np.dtype(meta.dtype)
+        if meta.size == 0:
+            fut: Future = Future()
+            fut.set_result(np.zeros(shape, dtype))
+            return fut
+        self.flush()
+        raw_dtype = np.dtype(np.uint32) if dtype == np.dtype(bool) else dtype
+        raw = self.gpu.read_buffer_async(handle.buffer, meta.size * raw_dtype.itemsize,
+                                         raw_dtype, shape)
+        if dtype != np.dtype(bool):
+            return raw
+        out: Future = Future()
+        raw.add_done_callback(lambda f: _convert(f, out, lambda a: a != 0))
+        return out
+
+    # -- recording --------------------------------------------------------------------------
+    def _uniform(self, data: bytes):
+        buf = self._uniforms.get(data)
+        if buf is None:
+            with gpu_errors("creating a uniform buffer"):
+                buf = self.device.create_buffer_with_data(data=data, usage=self._uniform_usage)
+            self._uniforms[data] = buf
+            if len(self._uniforms) > 8192:
+                self._uniforms.popitem(last=False)
+                self._bind_groups.clear()
+        return buf
+
+    def dispatch(self, program: Program, bindings: list, params: bytes,
+                 groups: tuple[int, int, int] | int) -> None:
+        """Record one dispatch of ``program``. ``bindings``: GpuTensors or (tensor, byte
+        offset, byte size) ranges for @binding(1...); binding 0 is the uniform ``params``."""
+        if isinstance(groups, int):
+            groups = groups_for(groups)
+        if self._dry is not None:
+            if program not in self._dry.programs:
+                self._dry.programs.append(program)
+            return
+        if any(g > MAX_GROUPS for g in groups):
+            raise KernelError(f"layer {self._layer!r}: dispatch {groups} exceeds the adapter's "
+                              f"{MAX_GROUPS} workgroups per dimension")
+        pipeline, layout = self.pipelines.get(program)
+        ubuf = self._uniform(params)
+        ranges = [_range(b) for b in bindings]
+        key = (program, id(ubuf), tuple((id(b), o, s) for b, o, s in ranges))
+        bind_group = self._bind_groups.get(key)
+        with gpu_errors(f"recording {program} for layer {self._layer!r}"):
+            if bind_group is None:
+                entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0,
+                                                       "size": ubuf.size}}]
+                entries += [{"binding": i, "resource": {"buffer": b, "offset": o, "size": s}}
+                            for i, (b, o, s) in enumerate(ranges, 1)]
+                bind_group = self.device.create_bind_group(layout=layout, entries=entries)
+                self._bind_groups[key] = bind_group
+                if len(self._bind_groups) > 8192:
+                    self._bind_groups.popitem(last=False)
+            encoder = self._open_encoder()
+            writes = self._timestamps.writes(self._layer) if self._timestamps else None
+            cpass = encoder.begin_compute_pass(timestamp_writes=writes)
+            cpass.set_pipeline(pipeline)
+            cpass.set_bind_group(0, bind_group)
+            cpass.dispatch_workgroups(*groups)
+            cpass.end()
+        self.pipelines.warmed.add(program)
+
+    def copy(self, src: GpuTensor, src_offset: int, dst: GpuTensor, dst_offset: int,
+             nbytes: int) -> None:
+        """Record a buffer-to-buffer copy (byte offsets and size multiples of 4)."""
+        if self._dry is not None or nbytes == 0:
+            return
+        with gpu_errors(f"recording a copy for layer {self._layer!r}"):
+            self._open_encoder().copy_buffer_to_buffer(src.buffer, src_offset, dst.buffer,
+                                                       dst_offset, nbytes)
+
+    def _open_encoder(self):
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        return self._encoder
+
+    # -- the Backend contract ---------------------------------------------------------------
+    def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
+        if op_for(layer) is None:  # outputs are allocated from the op's shape logic
+            return f"{layer.op_type} has no shape logic to size its GPU outputs"
+        return KERNELS.unsupported_reason(layer, metas)
+
+    def begin_run(self) -> None:
+        if self._timestamps:
+            self._timestamps.begin_run()
+
+    def run_layer(self, layer: Layer, inputs: list[Any], in_metas: list[Meta | None],
+                  out_metas: list[Meta]) -> list[Any]:
+        kernel = KERNELS.lookup(layer)
+        if kernel is None:
+            raise KernelError(f"layer {layer.name!r}: GPU_COMPUTE has no {layer.op_type} kernel")
+        self._layer = layer.name
+        try:
+            outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
+        except (GPUError, KernelError):
+            raise
+        except Exception as exc:
+            raise KernelError(f"layer {layer.name!r} ({layer.op_type}) failed on GPU_COMPUTE: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._layer = None
+        if self.pool.peak_bytes > (self.peak_memory_bytes or 0):
+            self.peak_memory_bytes = self.pool.peak_bytes
+        return list(outs)
+
+    def flush(self) -> None:
+        if self._encoder is None:
+            return
+        encoder, self._encoder = self._encoder, None
+        with gpu_errors("submitting GPU work"):
+            resolved = self._timestamps.resolve(encoder) if self._timestamps else None
+            self.queue.submit([encoder.finish()])
+        self._keep.clear()
+        if resolved is not None:
+            self._timestamps.read(resolved)
+
+    def poll(self) -> None:
+        """Readbacks complete on wgpu's poll thread; nothing to drive from here."""
+
+    def collect_timings(self) -> Future | None:
+        """A future of {layer: GPU ms} resolved when the run's timestamps are read back."""
+        return self._timestamps.collect() if self._timestamps else None
+
+    def prepare(self, model, placement, progress=None) -> None:
+        """Compile (and warm) the pipelines the plan needs; estimate its peak memory."""
+        from engine.backends.gpu_compute.planning import prepare_plan
+
+        self._constants = dict(model.constants)
+        prepare_plan(self, model, placement, progress)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self.flush()
+        self._closed = True
+        self._bind_groups.clear()
+        self._packed.clear()
+        for buf in self._uniforms.values():
+            buf.destroy()
+        self._uniforms.clear()
+        self.pool.destroy_all()
+
+
+def _range(binding) -> tuple[Any, int, int]:
+    if isinstance(binding, GpuTensor):
+        return binding.buffer, 0, binding.alloc.size
+    t, offset, size = binding
+    return t.buffer, offset, size
+
+
+def _to_storage(array: np.ndarray) -> np.ndarray:
+    if array.dtype == np.dtype(bool):
+        return np.ascontiguousarray(array, dtype=np.uint32)
+    return np.ascontiguousarray(array)
+
+
+def _convert(src: Future, dst: Future, fn) -> None:
+    if src.exception() is not None:
+        dst.set_exception(src.exception())
+    else:
+        dst.set_result(fn(src.result()))

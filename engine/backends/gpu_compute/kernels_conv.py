@@ -1,0 +1,184 @@
+"""Conv (implicit GEMM, 1x1 as batched matmul, direct/depthwise) and ConvTranspose, 1-D and 2-D,
+with the fusion pass's bias and activation applied in the epilogue."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.kernels_matmul import (
+    Operand,
+    activation_reason,
+    fused_activation,
+    matmul,
+)
+from engine.backends.gpu_compute.kernels_movement import strided_copy
+from engine.backends.gpu_compute.pipelines import Program
+from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
+from engine.backends.gpu_compute.util import size_of
+from engine.ops.base import Meta
+
+
+def geometry(layer, x_shape, w_shape, out_shape, transpose: bool = False) -> dict:
+    """Strides, dilations and begin pads of a 1-D/2-D conv, as 2-D (a 1-D conv has H = 1)."""
+    nsp = len(x_shape) - 2
+    kernel = list(layer.attr("kernel_shape") or w_shape[2:])
+    strides = list(layer.attr("strides") or [1] * nsp)
+    dil = list(layer.attr("dilations") or [1] * nsp)
+    auto = layer.attr("auto_pad", "NOTSET")
+    pads = list(layer.attr("pads") or [0] * (2 * nsp))
+    begin = pads[:nsp]
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin = []
+        for i in range(nsp):
+            span = (kernel[i] - 1) * dil[i] + 1
+            if transpose:
+                opad = (layer.attr("output_padding") or [0] * nsp)[i]
+                total = strides[i] * (x_shape[2 + i] - 1) + opad + span - out_shape[2 + i]
+                begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
+            else:
+                total = max(0, (out_shape[2 + i] - 1) * strides[i] + span - x_shape[2 + i])
+                begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
+    elif auto == "VALID":
+        begin = [0] * nsp
+    if nsp == 1:
+        kernel, strides, dil, begin = [1] + kernel, [1] + strides, [1] + dil, [0] + begin
+    return {"KH": kernel[0], "KW": kernel[1], "sh": strides[0], "sw": strides[1],
+            "dh": dil[0], "dw": dil[1], "ph": begin[0], "pw": begin[1]}
+
+
+def _hw(shape):
+    return (1, shape[2]) if len(shape) == 3 else (shape[2], shape[3])
+
+
+def _conv_check(layer, metas):
+    reason = activation_reason(layer)
+    if reason:
+        return reason
+    x, w = metas[0], metas[1]
+    if x is None or w is None:
+        return None
+    if len(x.shape) not in (3, 4):
+        return f"{len(x.shape) - 2}-D {layer.op_type} runs on the CPU (the GPU does 1-D and 2-D)"
+    if any(m is not None and m.dtype != np.float32 for m in metas):
+        return f"{layer.op_type} runs on float32 on the GPU"
+    if all(isinstance(d, int) for d in x.shape) and isinstance(w.shape[0], int):
+        # estimate: the output plane is about the input plane (strides only shrink it)
+        return out_size_reason(x.shape[0] * w.shape[0] * size_of(x.shape[2:]) * 4)
+    return None
+
+
+def _params(x, out, geo, groups, has_bias, act, last=0):
+    """The conv shaders' shared parameter block; ``last`` is M4 (conv2d) or the output size."""
+    H, W = _hw(x.shape)
+    OH, OW = _hw(out.shape)
+    C, M = x.shape[1], out.shape[1]
+    _, (pa, pb, _) = act
+    return pack(C, H, W, M, OH, OW, geo["KH"], geo["KW"], geo["sh"], geo["sw"], geo["ph"],
+                geo["pw"], geo["dh"], geo["dw"], C // groups, M // groups, last,
+                int(has_bias), float(pa), float(pb))
+
+
+def _pack_weights(w: np.ndarray) -> np.ndarray:
+    m = w.shape[0]
+    k = size_of(w.shape[1:])
+    m4 = -(-m // 4) * 4
+    packed = np.zeros((m4, k), np.float32)
+    packed[:m] = w.reshape(m, k)
+    # [M4/4][K][4]: the 4 channels of a quad side by side for each tap
+    return np.ascontiguousarray(packed.reshape(m4 // 4, 4, k).transpose(0, 2, 1))
+
+
+@gpu_kernel("Conv", dtypes=F32, inputs=(0, 1, 2), check=_conv_check)
+def Conv(ctx, layer, ins, metas, out_metas):
+    x, w, out = metas[0], metas[1], out_metas[0]
+    groups = int(layer.attr("group", 1))
+    geo = geometry(layer, x.shape, w.shape, out.shape)
+    act = fused_activation(layer)
+    bias = ins[2] if len(ins) > 2 else None
+    y = ctx.tensor(out)
+    N, C, M = x.shape[0], x.shape[1], out.shape[1]
+    P = size_of(out.shape[2:])
+    if not P or not N or not M:
+        return [y]
+    pointwise = (geo["KH"] == geo["KW"] == 1 and geo["sh"] == geo["sw"] == 1
+                 and geo["ph"] == geo["pw"] == 0 and groups == 1 and P == size_of(x.shape[2:]))
+    if pointwise:
+        matmul(ctx, Operand(ins[1], C, 1), Operand(ins[0], P, 1, batch=C * P), y, M, P, C, N,
+               None if bias is None else Operand(bias, 1, 0), act=act)
+        return [y]
+    mg = M // groups
+    if ctx.conv_strategy == "im2col" and C // groups > 1:
+        _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y)
+        return [y]
+    if mg % 4 == 0:
+        k = size_of(w.shape[1:])
+        m4 = -(-M // 4) * 4
+        packed = ctx.constant(layer, 1, w, "conv-pack", _pack_weights)
+        temp = None
+        if packed is None:  # weights computed at run time: re-lay them out on the GPU
+            temp = packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
+            strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
+        ctx.dispatch(Program.of("conv2d.wgsl", act=act[0]),
+                     [ins[0], packed, bias if bias is not None else ins[0], y],
+                     _params(x, out, geo, groups, bias is not None, act, m4),
+                     (-(-P // 64), -(-M // 16), N))
+        if temp is not None:
+            ctx.free(temp)
+        return [y]
+    ctx.dispatch(Program.of("conv_direct.wgsl", act=act[0]),
+                 [ins[0], ins[1], bias if bias is not None else ins[0], y],
+                 _params(x, out, geo, groups, bias is not None, act),
+                 (-(-P // 256), M, N))
+    return [y]
+
+
+def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
+    """Per image, group and chunk of output pixels: im2col into a scratch buffer, then matmul."""
+    N, C, M = x.shape[0], x.shape[1], out.shape[1]
+    H, W = _hw(x.shape)
+    OH, OW = _hw(out.shape)
+    P, cg, mg = OH * OW, C // groups, M // groups
+    K = cg * geo["KH"] * geo["KW"]
+    chunk = max(4, min(P, LIMITS["max_binding"] // 8 // K) // 4 * 4)
+    bias = ins[2] if len(ins) > 2 else None
+    for n in range(N):
+        for g in range(groups):
+            for p0 in range(0, P, chunk):
+                cols = min(chunk, P - p0)
+                col = ctx.tensor(Meta((K, cols), np.dtype(np.float32)))
+                params = pack(K * cols, cols, p0, (n * C + g * cg) * H * W, H, W, OW, geo["KH"],
+                              geo["KW"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
+                              geo["dw"], 0)
+                ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
+                             -(-K * cols // 256))
+                matmul(ctx, Operand(ins[1], K, 1, off=g * mg * K), Operand(col, cols, 1), y,
+                       mg, cols, K, 1, None if bias is None else Operand(bias, 1, 0, off=g * mg),
+                       act=act, ldc=P, c_off=(n * M + g * mg) * P + p0)
+                ctx.free(col)
+
+
+def _convt_check(layer, metas):
+    reason = _conv_check(layer, metas)
+    if reason is None and metas[0] is not None and len(metas[0].shape) == 4 and \
+            layer.attr("output_shape") and layer.attr("auto_pad", "NOTSET") == "NOTSET" and \
+            layer.attr("pads"):
+        return "ConvTranspose with both output_shape and pads runs on the CPU"
+    return reason
+
+
+@gpu_kernel("ConvTranspose", dtypes=F32, inputs=(0, 1, 2), check=_convt_check)
+def ConvTranspose(ctx, layer, ins, metas, out_metas):
+    x, w, out = metas[0], metas[1], out_metas[0]
+    groups = int(layer.attr("group", 1))
+    geo = geometry(layer, x.shape, w.shape, out.shape, transpose=True)
+    act = fused_activation(layer)
+    bias = ins[2] if len(ins) > 2 else None
+    y = ctx.tensor(out)
+    n = size_of(out.shape)
+    if n:
+        params = _params(x, out, geo, groups, bias is not None, act, n)
+        ctx.dispatch(Program.of("conv_transpose.wgsl", act=act[0]),
+                     [ins[0], ins[1], bias if bias is not None else ins[0], y], params,
+                     -(-n // 256))
+    return [y]

@@ -1,0 +1,214 @@
+"""Gemm and MatMul on the register-blocked matmul shader (batched, with fused bias/activation).
+
+``matmul`` picks the shader's load forms from the operands' strides: vec4 loads along K for
+A, along N ("outer" product form) or along K ("dot" form) for B, scalar loads otherwise. A B
+operand larger than one storage binding (VGG's first FC layer) is split along N into chunks
+that each fit, when its rows along N are contiguous.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.kernels_elementwise import ACTIVATIONS, activation_params
+from engine.backends.gpu_compute.pipelines import Program
+from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
+from engine.backends.gpu_compute.util import broadcast_strides, size_of
+
+FUSABLE = set(ACTIVATIONS) - {"Shrink"}
+
+
+@dataclass
+class Operand:
+    """A matrix view: element (r, c) of batch b at off + b*batch + r*sr + c*sc."""
+
+    tensor: object
+    sr: int
+    sc: int
+    batch: int = 0
+    off: int = 0
+
+
+def _aligned(*values: int) -> bool:
+    return all(v % 4 == 0 for v in values)
+
+
+def fused_activation(layer) -> tuple[str, tuple[float, float, float]]:
+    """(WGSL expression over x, params) of a layer's fused activation (identity if none)."""
+    op = layer.attr("activation")
+    if not op:
+        return "x", (0.0, 0.0, 0.0)
+    return ACTIVATIONS[op], activation_params(op, layer.attr("activation_params"))
+
+
+def activation_reason(layer) -> str | None:
+    op = layer.attr("activation")
+    if op and op not in FUSABLE:
+        return f"fused activation {op} has no GPU epilogue"
+    return None
+
+
+def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Program:
+    a_vec = a.sc == 1 and K % 4 == 0 and _aligned(a.sr, a.batch, a.off)
+    params = {"act": act}
+    if a_vec:
+        params.update(A_TYPE="vec4<f32>", A_AT="a[i / 4][i % 4]",
+                      LOAD_A4="return a[(base + m * p.sam + k) / 4];")
+    else:
+        params.update(A_TYPE="f32", A_AT="a[i]", LOAD_A4=(
+            "let i = base + m * p.sam + k * p.sak;\n    return vec4<f32>(a_at(i), "
+            "a_at(i + p.sak), a_at(i + 2 * p.sak), a_at(i + 3 * p.sak));"))
+    if b.sr == 1 and b.sc != 1:  # contiguous along K: dot-product form
+        vec = K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
+        load = ("return b[(base + n * p.sbn + k) / 4];" if vec else
+                "let i = base + n * p.sbn + k * p.sbk;\n    return vec4<f32>(b_at(i), "
+                "b_at(i + p.sbk), b_at(i + 2 * p.sbk), b_at(i + 3 * p.sbk));")
+        inner = "\n".join(
+            f"        acc{i} += vec4<f32>(dot(a{i}, c0), dot(a{i}, c1), dot(a{i}, c2), "
+            f"dot(a{i}, c3));" for i in range(4))
+        inner = ("let c0 = load_b4(bbase, k, n0);\n        let c1 = load_b4(bbase, k, n1);\n"
+                 "        let c2 = load_b4(bbase, k, n2);\n        let c3 = load_b4(bbase, k, n3);\n"
+                 + inner)
+    else:  # contiguous along N (or neither): outer-product form
+        vec = b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
+        load = ("return b[(base + k * p.sbk + n) / 4];" if vec else
+                "let i = base + k * p.sbk;\n    return vec4<f32>(b_at(i + n * p.sbn), "
+                "b_at(i + min(n + 1, p.N - 1) * p.sbn), b_at(i + min(n + 2, p.N - 1) * p.sbn), "
+                "b_at(i + min(n + 3, p.N - 1) * p.sbn));")
+        rows = "\n".join(f"        acc{i} += a{i}.x * b0 + a{i}.y * b1 + a{i}.z * b2 + a{i}.w * b3;"
+                         for i in range(4))
+        inner = ("let b0 = load_b4(bbase, k, n0);\n        let b1 = load_b4(bbase, k + 1, n0);\n"
+                 "        let b2 = load_b4(bbase, k + 2, n0);\n"
+                 "        let b3 = load_b4(bbase, k + 3, n0);\n" + rows)
+    params.update(B_TYPE="vec4<f32>" if vec else "f32",
+                  B_AT="b[i / 4][i % 4]" if vec else "b[i]", LOAD_B4=load, INNER=inner)
+    return Program.of("matmul.wgsl", **params)
+
+
+def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 1,
+           bias: Operand | None = None, alpha: float = 1.0, beta: float = 1.0,
+           act=("x", (0.0, 0.0, 0.0)), ldc: int | None = None, c_off: int = 0,
+           c_batch: int | None = None) -> None:
+    """Record y[b, m, n] = act(alpha * sum_k A(m, k) B(k, n) + beta * bias(m, n))."""
+    if not (M and N and batch):
+        return
+    expr, (pa, pb, _) = act
+    ldc = N if ldc is None else ldc
+    c_batch = M * N if c_batch is None else c_batch
+    program = program_for(a, b, M, N, K, expr)
+    bias_t = bias.tensor if bias is not None else a.tensor
+    bias = bias or Operand(None, 0, 0)
+    params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,
+                  a.batch, b.batch, c_batch, bias.batch, float(alpha), float(beta),
+                  float(pa), float(pb), bias.sr, bias.sc, a.off, b.off,
+                  ldc, c_off, bias.off, 0)
+    groups = (-(-N // 32), -(-M // 32), batch)
+    ctx.dispatch(program, [a.tensor, b.tensor, bias_t, y], params, groups)
+
+
+# -- Gemm ------------------------------------------------------------------------------------
+def _gemm_check(layer, metas):
+    reason = activation_reason(layer)
+    if reason or metas[0] is None or metas[1] is None:
+        return reason
+    a, b = metas[0], metas[1]
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        return "Gemm needs 2-D inputs"
+    if any(m is not None and m.dtype != np.float32 for m in metas):
+        return "Gemm runs on float32 on the GPU"
+    M = a.shape[1] if layer.attr("transA", 0) else a.shape[0]
+    N = b.shape[0] if layer.attr("transB", 0) else b.shape[1]
+    if isinstance(M, int) and isinstance(N, int):
+        reason = out_size_reason(M * N * 4)
+        if reason:
+            return reason
+    if b.size * 4 > LIMITS["max_binding"] and not layer.attr("transB", 0):
+        return "B exceeds one storage binding and is not laid out to split along N"
+    return None
+
+
+@gpu_kernel("Gemm", dtypes=F32, inputs=(0,), check=_gemm_check, big_ok=(1,))
+def Gemm(ctx, layer, ins, metas, out_metas):
+    ma, mb = metas[0], metas[1]
+    ta, tb = layer.attr("transA", 0), layer.attr("transB", 0)
+    M, K = (ma.shape[1], ma.shape[0]) if ta else ma.shape
+    N = mb.shape[0] if tb else mb.shape[1]
+    a = Operand(ins[0], 1, M) if ta else Operand(ins[0], K, 1)
+    y = ctx.tensor(out_metas[0])
+    bias = None
+    if len(ins) > 2 and ins[2] is not None and layer.attr("beta", 1.0) != 0.0:
+        st = broadcast_strides(metas[2].shape, (M, N))
+        bias = Operand(ins[2], st[0], st[1])
+    alpha, beta, act = layer.attr("alpha", 1.0), layer.attr("beta", 1.0), fused_activation(layer)
+    if not tb:
+        matmul(ctx, a, Operand(ins[1], N, 1), y, M, N, K, 1, bias, alpha, beta, act)
+        return [y]
+    # rows of B are output columns: bind at most one storage binding's worth at a time
+    rows = max(64, (LIMITS["max_binding"] // (K * 4)) // 64 * 64)
+    for n0 in range(0, N, rows):
+        n = min(rows, N - n0)
+        bview = (ins[1], n0 * K * 4, n * K * 4)
+        part = None if bias is None else Operand(bias.tensor, bias.sr, bias.sc,
+                                                 off=n0 * bias.sc)
+        matmul(ctx, a, Operand(bview, 1, K), y, M, n, K, 1, part, alpha, beta, act,
+               ldc=N, c_off=n0)
+    return [y]
+
+
+# -- MatMul ----------------------------------------------------------------------------------
+def _batch_plan(sa, sb):
+    """(batch count, a batch stride, b batch stride) or None if broadcasting is too general."""
+    ba, bb = tuple(sa[:-2]), tuple(sb[:-2])
+    out = tuple(np.broadcast_shapes(ba, bb))
+    count = size_of(out)
+    strides = []
+    for shape, mat in ((ba, sa[-2] * sa[-1]), (bb, sb[-2] * sb[-1])):
+        full = (1,) * (len(out) - len(shape)) + shape
+        if full == out:
+            strides.append(mat)
+        elif size_of(shape) == 1:
+            strides.append(0)
+        else:
+            return None
+    return count, strides[0], strides[1]
+
+
+def _mm_shapes(ma, mb):
+    sa = tuple(ma.shape) if len(ma.shape) > 1 else (1,) + tuple(ma.shape)
+    sb = tuple(mb.shape) if len(mb.shape) > 1 else tuple(mb.shape) + (1,)
+    return sa, sb
+
+
+def _matmul_check(layer, metas):
+    ma, mb = metas[0], metas[1]
+    if ma is None or mb is None:
+        return None
+    if ma.dtype != np.float32 or mb.dtype != np.float32:
+        return "MatMul runs on float32 on the GPU"
+    if not ma.shape or not mb.shape:
+        return "MatMul of a scalar"
+    if not all(isinstance(d, int) for d in ma.shape + mb.shape):
+        return None
+    sa, sb = _mm_shapes(ma, mb)
+    if _batch_plan(sa, sb) is None:
+        return "MatMul with batch dims broadcast on both sides runs on the CPU"
+    return None
+
+
+@gpu_kernel("MatMul", dtypes=F32, inputs=(0, 1), check=_matmul_check)
+def MatMul(ctx, layer, ins, metas, out_metas):
+    sa, sb = _mm_shapes(metas[0], metas[1])
+    M, K, N = sa[-2], sa[-1], sb[-1]
+    count, a_batch, b_batch = _batch_plan(sa, sb)
+    y = ctx.tensor(out_metas[0])
+    if K == 0:
+        from engine.backends.gpu_compute.kernels_shape import fill
+
+        fill(ctx, y, out_metas[0], 0.0)
+        return [y]
+    matmul(ctx, Operand(ins[0], K, 1, a_batch), Operand(ins[1], N, 1, b_batch), y, M, N, K,
+           count)
+    return [y]

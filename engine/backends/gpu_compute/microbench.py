@@ -1,0 +1,115 @@
+"""GFLOP/s of the matmul and conv shaders against reference matmuls, timed by GPU timestamps.
+
+``python -m engine.backends.gpu_compute.microbench [--size 512] [--repeat 3]`` prints one line
+per shader; the numbers go into docs/PERFORMANCE.md. Results are checked against NumPy.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from engine.backends.gpu_compute.backend import GpuComputeBackend, pack
+from engine.backends.gpu_compute.pipelines import Program
+from engine.model import Layer
+from engine.ops.base import Meta
+
+
+def _time(backend: GpuComputeBackend, name: str, record, repeat: int) -> float:
+    """Best GPU milliseconds of ``record()`` (which dispatches under layer ``name``)."""
+    best = float("inf")
+    for _ in range(repeat + 1):  # the first run includes lavapipe's shader compile
+        backend.begin_run()
+        backend._layer = name
+        record()
+        backend._layer = None
+        backend.flush()
+        times = backend.collect_timings().result()
+        best = min(best, sum(times.values())) if _ else best
+    return best
+
+
+def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(np.float32)
+    b = rng.standard_normal((n, n)).astype(np.float32)
+    ref = a.astype(np.float64) @ b
+    ha, hb = backend.upload(a), backend.upload(b)
+    meta = Meta((n, n), np.dtype(np.float32))
+    out = {}
+    for name, path, groups in (("reference register-blocked", "bench_matmul_ref.wgsl",
+                                (n // 4 // 8, n // 4 // 8, 1)),
+                               ("reference workgroup-tiled", "bench_matmul_tiled.wgsl",
+                                (-(-n // 16), -(-n // 16), 1))):
+        hc = backend.tensor(meta)
+        ms = _time(backend, name, lambda p=path, g=groups, c=hc: backend.dispatch(
+            Program.of(p), [ha, hb, c], pack(n, n, n, 0), g), repeat)
+        _check(backend.download(hc, meta), ref, name)
+        out[name] = 2 * n ** 3 / ms / 1e6
+    layer = Layer("mm", "MatMul", ["a", "b"], ["c"], {}, opset=13)
+    holder = []
+    ms = _time(backend, "MatMul (engine)", lambda: holder.append(backend.run_layer(
+        layer, [ha, hb], [Meta.of(a), Meta.of(b)], [meta])[0]), repeat)
+    _check(backend.download(holder[-1], meta), ref, "MatMul")
+    out["MatMul (engine)"] = 2 * n ** 3 / ms / 1e6
+    return out
+
+
+def bench_conv(backend, repeat: int) -> dict[str, float]:
+    """ResNet-like 3x3 and 1x1 convolutions through the engine's Conv kernel."""
+    rng = np.random.default_rng(1)
+    out = {}
+    for c, m, hw, k in ((64, 64, 56, 3), (256, 512, 14, 1), (256, 256, 14, 3)):
+        x = rng.standard_normal((1, c, hw, hw)).astype(np.float32)
+        w = (rng.standard_normal((m, c, k, k)) * 0.1).astype(np.float32)
+        layer = Layer("conv", "Conv", ["x", "w"], ["y"],
+                      {"pads": [k // 2] * 4, "strides": [1, 1], "kernel_shape": [k, k],
+                       "dilations": [1, 1], "group": 1, "auto_pad": "NOTSET"}, opset=13)
+        hx, hw_ = backend.upload(x), backend.upload(w)
+        meta = Meta((1, m, hw, hw), np.dtype(np.float32))
+        for strategy in ("implicit", "im2col"):
+            backend.conv_strategy = strategy
+            holder = []
+            name = f"Conv {k}x{k} {c}->{m} @{hw}x{hw} ({strategy})"
+            ms = _time(backend, name, lambda: holder.append(backend.run_layer(
+                layer, [hx, hw_], [Meta.of(x), Meta.of(w)], [meta])[0]), repeat)
+            y = backend.download(holder[-1], meta)
+            _check(y, _conv_ref(x, w, k // 2), name)
+            out[name] = 2 * m * c * k * k * hw * hw / ms / 1e6
+    return out
+
+
+def _conv_ref(x, w, pad):
+    n, c, h, wd = x.shape
+    m, _, k, _ = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).astype(np.float64)
+    cols = np.stack([xp[:, :, i:i + h, j:j + wd] for i in range(k) for j in range(k)], axis=2)
+    return np.einsum("mck,nckhw->nmhw", w.reshape(m, c, k * k), cols)
+
+
+def _check(got, want, name):
+    err = np.linalg.norm(got - want) / np.linalg.norm(want)
+    if err > 1e-4:
+        raise AssertionError(f"{name}: relative L2 error {err:.2e}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--size", type=int, default=512)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--no-conv", action="store_true")
+    args = p.parse_args(argv)
+    backend = GpuComputeBackend()
+    print(f"adapter: {backend.gpu.name}")
+    results = bench_matmul(backend, args.size, args.repeat)
+    if not args.no_conv:
+        results.update(bench_conv(backend, args.repeat))
+    for name, gflops in results.items():
+        print(f"{name:<40} {gflops:8.2f} GFLOP/s")
+    backend.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,52 @@
+"""Index arithmetic shared by the kernels: strides, broadcasting, parameter arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ops.base import Meta
+
+#: rank of the per-dimension arrays in shader parameters (two vec4<i32>)
+MAX_RANK = 8
+
+
+def contiguous_strides(shape) -> list[int]:
+    """Row-major element strides of ``shape``."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= int(d)
+    return strides[::-1]
+
+
+def broadcast_strides(shape, out_shape) -> list[int]:
+    """Strides reading ``shape`` broadcast to ``out_shape`` (0 along broadcast dims)."""
+    shape = (1,) * (len(out_shape) - len(shape)) + tuple(shape)
+    strides = contiguous_strides(shape)
+    return [0 if s == 1 and o != 1 else st for s, o, st in zip(shape, out_shape, strides)]
+
+
+def arr8(values) -> list[int]:
+    """A per-dimension list padded to MAX_RANK entries (the shader's two vec4<i32>)."""
+    values = [int(v) for v in values]
+    if len(values) > MAX_RANK:
+        raise ValueError(f"rank {len(values)} exceeds {MAX_RANK}")
+    return values + [1] * (MAX_RANK - len(values))
+
+
+def size_of(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
+
+
+def attr_axis(layer, rank: int, name: str = "axis", default: int = 0) -> int:
+    axis = int(layer.attr(name, default))
+    return axis + rank if axis < 0 else axis
+
+
+def f32_value(meta: Meta | None, default: float) -> float | None:
+    """A scalar CPU-known input as float; ``default`` when the input is omitted."""
+    if meta is None:
+        return default
+    if meta.value is None:
+        return None
+    return float(np.asarray(meta.value).reshape(-1)[0])

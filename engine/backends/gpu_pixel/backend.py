@@ -1,0 +1,195 @@
+"""GpuPixelBackend: tensors in rgba32float textures, layers as render passes."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from engine.backends.base import Backend, BackendType
+from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_pixel.kernels import KERNELS
+from engine.backends.gpu_pixel.layout import TexLayout, fit_reason, layout_of, pack, unpack
+from engine.backends.gpu_pixel.renderer import MAX_INPUTS, Renderer, Tex, pack_params
+from engine.errors import EngineError, GPUError, KernelError
+from engine.model import Layer
+from engine.ops import op_for
+from engine.ops.base import Meta
+
+
+class PixelTensor:
+    """A device handle: a texture holding a float32 tensor, and/or the host array it came from.
+
+    Arrays the textures cannot hold (other dtypes, empty or oversized tensors) stay on the
+    host; kernels only read those as parameters (their values are known on the CPU).
+    """
+
+    __slots__ = ("layout", "tex", "host", "derived")
+
+    def __init__(self, layout: TexLayout | None, tex: Tex | None = None,
+                 host: np.ndarray | None = None):
+        self.layout, self.tex, self.host = layout, tex, host
+        #: textures derived from this one by kernels (e.g. repacked weights), by key
+        self.derived: dict[Any, PixelTensor] = {}
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.layout.shape if self.layout is not None else tuple(self.host.shape)
+
+
+class GpuPixelBackend(Backend):
+    """Runs layers as fragment shaders drawing into ``rgba32float`` textures (no compute)."""
+
+    type = BackendType.GPU_PIXEL
+    kernels = KERNELS
+
+    def __init__(self, adapter: str | None = None, timestamps: bool = True):
+        self.dev = get_device(adapter)
+        self.r = Renderer(self.dev)
+        self.r.timestamps = self.r.timestamps and timestamps
+        self.max_dim = self.r.max_dim
+        self.label = ""
+        self._closed = False
+
+    # -- placement ---------------------------------------------------------------------------
+    def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
+        reason = self.kernels.unsupported_reason(layer, metas)
+        if reason is not None:
+            return reason
+        # empty parameter inputs (e.g. Resize's roi) are fine; kernels check their tensors
+        shapes = [m.shape for m in metas if m is not None and m.dtype == np.float32 and m.size]
+        if all(m is not None for m in metas[:len(layer.inputs)] if m is not None):
+            op = op_for(layer)
+            try:
+                outs = op.infer(layer, list(metas)) if op is not None else []
+            except Exception:  # shapes not known yet at plan time: decided when scheduled
+                outs = []
+            shapes += [m.shape for m in outs]
+        for shape in shapes:
+            why = fit_reason(shape, self.max_dim)
+            if why is not None:
+                return why
+        return None
+
+    # -- memory ------------------------------------------------------------------------------
+    def upload(self, array: np.ndarray) -> PixelTensor:
+        self._check_open()
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
+                fit_reason(array.shape, self.max_dim) is not None:
+            return PixelTensor(None, None, array)
+        handle = PixelTensor(layout_of(array.shape), None, array)
+        self._upload_texture(handle)
+        return handle
+
+    def _upload_texture(self, handle: PixelTensor) -> None:
+        lay = handle.layout
+        tex = self.r.alloc(lay.width, lay.height, for_write=True)
+        self.r.write(tex, pack(handle.host))
+        handle.tex = tex
+
+    def tex_of(self, handle: PixelTensor) -> Tex:
+        """The texture of ``handle`` (uploading its host array if it has none yet)."""
+        if handle.tex is None:
+            host = handle.host
+            if host is None:
+                raise KernelError("a tensor was used after it was freed")
+            why = fit_reason(host.shape, self.max_dim)
+            if host.dtype != np.float32 or why is not None:
+                raise KernelError(f"cannot hold {host.dtype}{list(host.shape)} in a texture"
+                                  + (f": {why}" if why else ""))
+            handle.layout = layout_of(host.shape)
+            self._upload_texture(handle)
+        return handle.tex
+
+    def download(self, handle: PixelTensor, meta: Meta) -> np.ndarray:
+        return self.request_download(handle, meta).result()
+
+    def request_download(self, handle: PixelTensor, meta: Meta) -> Future:
+        if handle.tex is None:
+            fut: Future = Future()
+            if handle.host is None:
+                fut.set_exception(EngineError("the tensor's data was already freed"))
+            else:
+                fut.set_result(handle.host)
+            return fut
+        shape = handle.layout.shape
+        dtype = meta.dtype
+
+        def convert(texels: np.ndarray) -> np.ndarray:
+            arr = unpack(texels, shape)
+            return arr if arr.dtype == dtype else arr.astype(dtype)
+
+        return self.r.read_texture(handle.tex, convert)
+
+    def free(self, handle: PixelTensor) -> None:
+        if self._closed or not isinstance(handle, PixelTensor):
+            return
+        for d in handle.derived.values():
+            self.free(d)
+        handle.derived = {}
+        if handle.tex is not None:
+            self.r.release(handle.tex)
+            handle.tex = None
+
+    # -- running -----------------------------------------------------------------------------
+    def begin_run(self) -> None:
+        self._check_open()
+        self.r.discard_timings()
+
+    def run_layer(self, layer: Layer, inputs: list[Any], in_metas: list[Meta | None],
+                  out_metas: list[Meta]) -> list[Any]:
+        self._check_open()
+        kernel = self.kernels.lookup(layer)
+        if kernel is None:
+            raise KernelError(f"layer {layer.name!r}: GPU_PIXEL has no {layer.op_type} kernel")
+        self.label = layer.name
+        try:
+            with gpu_errors(f"layer {layer.name!r} ({layer.op_type})"):
+                outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
+        except (EngineError, GPUError):
+            raise
+        except Exception as exc:
+            raise KernelError(f"layer {layer.name!r} ({layer.op_type}) failed on GPU_PIXEL: "
+                              f"{type(exc).__name__}: {exc}") from exc
+        return list(outs)
+
+    def run(self, shader: str, out_shape: tuple[int, ...], inputs: list[PixelTensor | Tex],
+            ints=(), floats=(), n_tex: int | None = None, layouts=None,
+            **params) -> PixelTensor:
+        """One render pass of ``shaders/pixel/<shader>.wgsl`` producing a new tensor."""
+        if len(inputs) > MAX_INPUTS:
+            raise KernelError(f"{shader} takes at most {MAX_INPUTS} textures")
+        out_lay = layout_of(tuple(out_shape))
+        texes, lays = [], []
+        for h in inputs:
+            if isinstance(h, Tex):
+                texes.append(h)
+                lays.append(None)
+            else:
+                texes.append(self.tex_of(h))
+                lays.append(h.layout)
+        if layouts is not None:
+            lays = layouts
+        pipe = self.r.pipeline(shader, n_tex if n_tex is not None else len(inputs), **params)
+        out = self.r.alloc(out_lay.width, out_lay.height)
+        self.r.draw(self.label, pipe, out, texes, pack_params(out_lay, lays, ints, floats))
+        return PixelTensor(out_lay, out)
+
+    def flush(self) -> None:
+        if not self._closed:
+            self.r.flush()
+
+    def collect_timings(self) -> dict[str, float] | None:
+        if self._closed or not self.r.timestamps:
+            return None
+        return self.r.take_timings() or None
+
+    def close(self) -> None:
+        if not self._closed:
+            self.r.close()
+            self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineError("the GPU_PIXEL backend is closed")

@@ -1,0 +1,148 @@
+"""Conv and pooling kernels (shaders/pixel/conv.wgsl, pool.wgsl); 1-D runs as 2-D with H = 1."""
+
+from __future__ import annotations
+
+from engine.backends.gpu_pixel.kernels_elementwise import UNARY
+from engine.backends.gpu_pixel.registry import pixel_kernel
+
+#: fused activations a Conv/Gemm may carry, with their default parameters
+ACTIVATIONS = {name: [d for _, d in params] for name, params in UNARY.items()}
+ACTIVATIONS["Clip"] = [-3.4028234663852886e38, 3.4028234663852886e38]
+
+
+def activation_reason(layer) -> str | None:
+    act = layer.attr("activation")
+    if act and act not in ACTIVATIONS:
+        return f"fused activation {act} is not supported"
+    return None
+
+
+def activation(layer) -> tuple[str, list[float]]:
+    """(shader function name, parameters) of the layer's fused activation."""
+    act = layer.attr("activation") or "Identity"
+    params = list(layer.attr("activation_params") or []) or ACTIVATIONS[act]
+    params = [float(p) for p in params][:4]
+    return act, params + [0.0] * (4 - len(params))
+
+
+def geometry(layer, in_hw, k_hw, out_hw):
+    """(pads_begin, pads_end, strides, dilations) for the spatial axes (ONNX auto_pad rules)."""
+    nd = len(in_hw)
+    strides = list(layer.attr("strides") or [1] * nd)
+    dil = list(layer.attr("dilations") or [1] * nd)
+    auto = layer.attr("auto_pad", "NOTSET")
+    if isinstance(auto, bytes):
+        auto = auto.decode()
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        begin, end = [], []
+        for i in range(nd):
+            total = max(0, (out_hw[i] - 1) * strides[i] + (k_hw[i] - 1) * dil[i] + 1 - in_hw[i])
+            b = total // 2 if auto == "SAME_UPPER" else (total + 1) // 2
+            begin.append(b)
+            end.append(total - b)
+    elif auto == "VALID":
+        begin, end = [0] * nd, [0] * nd
+    else:
+        pads = list(layer.attr("pads") or [0] * (2 * nd))
+        begin, end = pads[:nd], pads[nd:]
+    return begin, end, strides, dil
+
+
+def _as_2d(shape):
+    """NCHW view of a 1-D or 2-D layout (their textures are the same)."""
+    return tuple(shape) if len(shape) == 4 else (shape[0], shape[1], 1, shape[2])
+
+
+def _geom_2d(layer, x, k, y):
+    sp = len(x) - 2
+    b, e, s, d = geometry(layer, x[2:], k, y[2:])
+    if sp == 1:
+        b, e, s, d = [0] + b, [0] + e, [1] + s, [1] + d
+    return b, e, s, d
+
+
+def _spatial_check(layer, metas):
+    x = metas[0]
+    if x is not None and len(x.shape) not in (3, 4):
+        return f"{layer.op_type} on rank {len(x.shape)} input (only 1-D and 2-D) is not supported"
+    return activation_reason(layer)
+
+
+def _conv_check(layer, metas):
+    why = _spatial_check(layer, metas)
+    w = metas[1] if len(metas) > 1 else None
+    if why is None and w is not None and len(w.shape) not in (3, 4):
+        why = "Conv weights of rank other than 3 or 4 are not supported"
+    return why
+
+
+@pixel_kernel("Conv", check=_conv_check)
+def Conv(be, layer, inputs, in_metas, out_metas):
+    x, w, y = in_metas[0].shape, in_metas[1].shape, out_metas[0].shape
+    k = list(w[2:])
+    pb, _, s, d = _geom_2d(layer, x, k, y)
+    n, c, h, wd = _as_2d(x)
+    _, m, oh, ow = _as_2d(y)
+    kh, kw = (1, k[0]) if len(k) == 1 else k
+    group = int(layer.attr("group", 1))
+    cg, mg = c // group, m // group
+    if group == 1 or (cg % 4 == 0 and mg % 4 == 0):
+        variant = "blocked"
+    elif cg == 1 and mg == 1:
+        variant = "depthwise"
+    else:
+        variant = "scalar"
+    bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    act, params = activation(layer)
+    texes = [inputs[0], inputs[1], bias if bias is not None else be.r.dummy]
+    ints = [(n, c, h, wd), (m, oh, ow, group), (kh, kw, s[0], s[1]), (pb[0], pb[1], d[0], d[1]),
+            ((c + 3) // 4, (m + 3) // 4, cg, mg), (int(bias is not None), (cg + 3) // 4)]
+    floats = [(0,)] * 7 + [params]
+    return [be.run("conv", y, texes, ints=ints, floats=floats, VARIANT=variant, ACT=act)]
+
+
+def pool(be, layer, inputs, in_metas, out_metas, mode, k, global_=False, p=2.0):
+    x, y = in_metas[0].shape, out_metas[0].shape
+    n, c, h, wd = _as_2d(x)
+    _, _, oh, ow = _as_2d(y)
+    if global_:
+        kh, kw, pb, pe, s, d = h, wd, (0, 0), (0, 0), (1, 1), (1, 1)
+    else:
+        pb, pe, s, d = _geom_2d(layer, x, k, y)
+        kh, kw = (1, k[0]) if len(k) == 1 else k
+    include = int(layer.attr("count_include_pad", 0)) if mode == "avg" else 0
+    ints = [(n, c, h, wd), ((c + 3) // 4, oh, ow, include), (kh, kw, s[0], s[1]),
+            (pb[0], pb[1], d[0], d[1]), (pe[0], pe[1])]
+    return [be.run("pool", y, inputs[:1], ints=ints, floats=[(p,)], MODE=mode)]
+
+
+@pixel_kernel("MaxPool", check=_spatial_check)
+def MaxPool(be, layer, inputs, in_metas, out_metas):
+    return pool(be, layer, inputs, in_metas, out_metas, "max", list(layer.attr("kernel_shape")))
+
+
+@pixel_kernel("AveragePool", check=_spatial_check)
+def AveragePool(be, layer, inputs, in_metas, out_metas):
+    return pool(be, layer, inputs, in_metas, out_metas, "avg", list(layer.attr("kernel_shape")))
+
+
+@pixel_kernel("LpPool", check=_spatial_check)
+def LpPool(be, layer, inputs, in_metas, out_metas):
+    return pool(be, layer, inputs, in_metas, out_metas, "lp", list(layer.attr("kernel_shape")),
+                p=float(layer.attr("p", 2)))
+
+
+@pixel_kernel("GlobalAveragePool", check=_spatial_check)
+def GlobalAveragePool(be, layer, inputs, in_metas, out_metas):
+    return pool(be, layer, inputs, in_metas, out_metas, "avg", None, global_=True)
+
+
+@pixel_kernel("GlobalMaxPool", check=_spatial_check)
+def GlobalMaxPool(be, layer, inputs, in_metas, out_metas):
+    return pool(be, layer, inputs, in_metas, out_metas, "max", None, global_=True)
+
+
+@pixel_kernel("GlobalLpPool", check=_spatial_check)
+def GlobalLpPool(be, layer, inputs, in_metas, out_metas):
+    return pool(be, layer, inputs, in_metas, out_metas, "lp", None, global_=True,
+                p=float(layer.attr("p", 2)))

@@ -1,0 +1,132 @@
+"""Elementwise kernels: activations and broadcasting n-ary arithmetic."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
+
+#: unary ops and their float parameters (p.x, p.y, ...) from attributes
+UNARY = {
+    "Abs": (), "Neg": (), "Floor": (), "Ceil": (), "Round": (), "Sign": (), "Sqrt": (),
+    "Exp": (), "Log": (), "Sin": (), "Cos": (), "Tan": (), "Asin": (), "Acos": (),
+    "Atan": (), "Sinh": (), "Cosh": (), "Asinh": (), "Acosh": (), "Atanh": (),
+    "Reciprocal": (), "Relu": (), "Tanh": (), "Sigmoid": (), "Softplus": (),
+    "Softsign": (), "Mish": (), "HardSwish": (), "Erf": (), "Identity": (),
+    "LeakyRelu": (("alpha", 0.01),), "Elu": (("alpha", 1.0),),
+    "Selu": (("alpha", 1.6732632423543772), ("gamma", 1.0507009873554805)),
+    "Celu": (("alpha", 1.0),), "HardSigmoid": (("alpha", 0.2), ("beta", 0.5)),
+    "ThresholdedRelu": (("alpha", 1.0),), "Shrink": (("bias", 0.0), ("lambd", 0.5)),
+}
+BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Mod")
+VARIADIC = ("Max", "Min", "Sum", "Mean")
+
+
+def unary_params(layer) -> list[float]:
+    """The float parameters of a unary op (also of a fused activation)."""
+    op = layer.op_type
+    if op == "Gelu":
+        return [1.0 if layer.attr("approximate", "none") == "tanh" else 0.0]
+    return [float(layer.attr(name, default)) for name, default in UNARY.get(op, ())]
+
+
+def elementwise(be, inputs, out_shape, bin_op="Add", un_op="Identity", params=(), scale=1.0):
+    """One pass combining ``inputs`` (broadcast to ``out_shape``) then applying ``un_op``."""
+    modes = [0 if tuple(h.shape) == tuple(out_shape) else 1 for h in inputs]
+    modes += [0] * (8 - len(modes))
+    return be.run("elementwise", out_shape, inputs, n_tex=8,
+                  ints=[(len(inputs),), modes[:4], modes[4:]],
+                  floats=[(scale,), list(params) + [0.0] * (4 - len(params))],
+                  BIN=bin_op, UN=un_op)
+
+
+def _register_unary(op):
+    @pixel_kernel(op)
+    def kernel(be, layer, inputs, in_metas, out_metas):
+        return [elementwise(be, inputs[:1], out_metas[0].shape, un_op=op,
+                            params=unary_params(layer))]
+
+    kernel.__name__ = op
+
+
+for _op in UNARY:
+    _register_unary(_op)
+
+
+def _gelu_check(layer, metas):
+    if layer.attr("approximate", "none") not in ("none", "tanh"):
+        return f"Gelu approximate={layer.attr('approximate')!r} is not supported"
+    return None
+
+
+@pixel_kernel("Gelu", check=_gelu_check)
+def Gelu(be, layer, inputs, in_metas, out_metas):
+    return [elementwise(be, inputs[:1], out_metas[0].shape, un_op="Gelu",
+                        params=unary_params(layer))]
+
+
+def clip_bounds(layer, metas) -> tuple[float, float]:
+    """(lower, upper) of a Clip: attributes before opset 11, CPU-known inputs after."""
+    lo, hi = -np.inf, np.inf
+    if layer.opset and layer.opset < 11:
+        lo, hi = layer.attr("min", lo), layer.attr("max", hi)
+    else:
+        if len(metas) > 1 and metas[1] is not None:
+            lo = float(np.asarray(metas[1].value).reshape(-1)[0])
+        if len(metas) > 2 and metas[2] is not None:
+            hi = float(np.asarray(metas[2].value).reshape(-1)[0])
+    return float(np.float32(lo)), float(np.float32(hi))
+
+
+def _clip_check(layer, metas):
+    for i, what in ((1, "Clip's min"), (2, "Clip's max")):
+        why = value_reason(metas, i, what)
+        if why:
+            return why
+        m = metas[i] if i < len(metas) else None
+        if m is not None and m.dtype != np.float32:
+            return f"Clip on {np.dtype(m.dtype).name} is not supported"
+    return None
+
+
+@pixel_kernel("Clip", check=_clip_check, tensors=(0,))
+def Clip(be, layer, inputs, in_metas, out_metas):
+    lo, hi = clip_bounds(layer, in_metas)
+    return [elementwise(be, inputs[:1], out_metas[0].shape, un_op="Clip", params=(lo, hi))]
+
+
+def _dropout_check(layer, metas):
+    if len(metas) > 2 and metas[2] is not None:
+        if metas[2].value is None or bool(np.asarray(metas[2].value).reshape(-1)[0]):
+            return "Dropout in training mode is not supported"
+    return None
+
+
+@pixel_kernel("Dropout", check=_dropout_check, tensors=(0,))
+def Dropout(be, layer, inputs, in_metas, out_metas):
+    return [elementwise(be, inputs[:1], out_metas[0].shape)]
+
+
+def _binary_check(layer, metas):
+    if layer.opset and layer.opset < 7 and layer.attr("broadcast", 0):
+        return "legacy axis broadcasting (opset < 7) is not supported"
+    n = sum(1 for i in layer.inputs if i)
+    if n > 8:
+        return f"{layer.op_type} of {n} inputs is not supported (at most 8)"
+    if layer.op_type == "Mod" and not layer.attr("fmod", 0):
+        return "Mod with fmod=0 on floats is not supported"
+    return None
+
+
+def _register_binary(op):
+    @pixel_kernel(op, check=_binary_check)
+    def kernel(be, layer, inputs, in_metas, out_metas):
+        present = [h for h in inputs if h is not None]
+        scale = 1.0 / len(present) if op == "Mean" else 1.0
+        return [elementwise(be, present, out_metas[0].shape, bin_op=op, scale=scale)]
+
+    kernel.__name__ = op
+
+
+for _op in BINARY:
+    _register_binary(_op)

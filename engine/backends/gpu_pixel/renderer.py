@@ -1,0 +1,273 @@
+"""Render-pass machinery: pipelines, a texture pool, one command encoder per batch, timestamps.
+
+Every layer is one or more render passes that draw a full-screen triangle into an
+``rgba32float`` target; the op is the fragment shader. Nothing here creates a compute
+pipeline. All methods run on the engine thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+import numpy as np
+
+from engine.backends.gpu_common import gpu_errors, load_shader
+from engine.backends.gpu_pixel.layout import TexLayout
+from engine.errors import GPUError
+
+FORMAT = "rgba32float"
+#: 32-bit words of the shaders' ``Params`` uniform block (common.wgsl)
+PARAM_WORDS = 16 + 8 * 16 + 8 * 4 + 8 * 4
+MAX_INPUTS = 8
+#: passes per timestamp query set (two queries each)
+QUERY_PASSES = 256
+#: compiled pipelines, shared by every renderer on the same device (workers come and go)
+_PIPELINES: dict[tuple, tuple] = {}
+
+
+class Tex:
+    """A texture of the pool with its default view."""
+
+    __slots__ = ("texture", "view", "width", "height")
+
+    def __init__(self, texture, width: int, height: int):
+        self.texture, self.width, self.height = texture, width, height
+        self.view = texture.create_view()
+
+
+def pack_params(out: TexLayout, inputs: list[TexLayout | None], ints=(), floats=()) -> bytes:
+    """The uniform block of one pass: output and input layouts, then kernel parameters."""
+    words = np.zeros(PARAM_WORDS, np.uint32)
+    words[0:16] = out.desc_words()
+    for k, lay in enumerate(inputs):
+        if lay is not None:
+            words[16 + 16 * k:32 + 16 * k] = lay.desc_words()
+    base = 16 + 8 * 16
+    iv = words[base:base + 32].view(np.int32)
+    for k, vec in enumerate(ints):
+        iv[4 * k:4 * k + len(vec)] = [int(v) for v in vec]
+    fv = words[base + 32:base + 64].view(np.float32)
+    for k, vec in enumerate(floats):
+        fv[4 * k:4 * k + len(vec)] = [float(v) for v in vec]
+    return words.tobytes()
+
+
+class Renderer:
+    """Records render passes into a command encoder and submits them on ``flush``."""
+
+    def __init__(self, dev):
+        import wgpu
+
+        self.wgpu = wgpu
+        self.dev = dev
+        self.device = dev.device
+        self.queue = dev.queue
+        self.max_dim = dev.max_texture_2d
+        # textures free since before the last submit (safe for queue writes) and free
+        # since then (still read by recorded passes: fine for later passes, not for writes)
+        self._clean: dict[tuple[int, int], list[Tex]] = {}
+        self._dirty: list[Tex] = []
+        self._all: list[Tex] = []
+        self._encoder = None
+        self.timestamps = dev.has_timestamps
+        self._query_sets: list = []
+        self._batch_labels: list[str] = []
+        self._time_futures: list[tuple[list[str], Future]] = []
+        self.dummy = self._new_texture(1, 1)
+
+    # -- textures ----------------------------------------------------------------------------
+    def _new_texture(self, width: int, height: int) -> Tex:
+        usage = self.wgpu.TextureUsage
+        with gpu_errors(f"allocating a {width}x{height} texture"):
+            tex = self.device.create_texture(
+                size=(width, height, 1), format=FORMAT, dimension="2d",
+                usage=usage.RENDER_ATTACHMENT | usage.TEXTURE_BINDING | usage.COPY_SRC
+                | usage.COPY_DST)
+        t = Tex(tex, width, height)
+        self._all.append(t)
+        return t
+
+    def alloc(self, width: int, height: int, for_write: bool = False) -> Tex:
+        """A texture of this size; ``for_write`` ones get queue writes, so never a dirty one."""
+        key = (width, height)
+        if not for_write:
+            for i, t in enumerate(self._dirty):
+                if (t.width, t.height) == key:
+                    return self._dirty.pop(i)
+        free = self._clean.get(key)
+        if free:
+            return free.pop()
+        return self._new_texture(width, height)
+
+    def release(self, tex: Tex) -> None:
+        self._dirty.append(tex)
+
+    def write(self, tex: Tex, texels: np.ndarray) -> None:
+        with gpu_errors("uploading a tensor"):
+            self.queue.write_texture({"texture": tex.texture, "origin": (0, 0, 0)}, texels,
+                                     {"offset": 0, "bytes_per_row": tex.width * 16},
+                                     (tex.width, tex.height, 1))
+
+    # -- pipelines ---------------------------------------------------------------------------
+    def pipeline(self, shader: str, n_tex: int, **params):
+        """The render pipeline of ``shaders/pixel/<shader>.wgsl`` specialised by ``params``."""
+        key = (id(self.device), shader, n_tex, tuple(sorted(params.items())))
+        hit = _PIPELINES.get(key)
+        if hit is not None:
+            return hit
+        source = "\n".join((load_shader("pixel/common.wgsl"), load_shader("pixel/unary.wgsl"),
+                            load_shader(f"pixel/{shader}.wgsl", **params)))
+        w = self.wgpu
+        entries = [{"binding": 0, "visibility": w.ShaderStage.FRAGMENT,
+                    "buffer": {"type": w.BufferBindingType.uniform}}]
+        entries += [{"binding": 1 + k, "visibility": w.ShaderStage.FRAGMENT,
+                     "texture": {"sample_type": w.TextureSampleType.unfilterable_float,
+                                 "view_dimension": "2d"}} for k in range(n_tex)]
+        with gpu_errors(f"compiling shader pixel/{shader}.wgsl"):
+            module = self.device.create_shader_module(code=source)
+            bgl = self.device.create_bind_group_layout(entries=entries)
+            layout = self.device.create_pipeline_layout(bind_group_layouts=[bgl])
+            pipe = self.device.create_render_pipeline(
+                layout=layout,
+                vertex={"module": module, "entry_point": "vs_main"},
+                fragment={"module": module, "entry_point": "fs_main",
+                          "targets": [{"format": FORMAT}]},
+                primitive={"topology": "triangle-list"})
+        _PIPELINES[key] = (pipe, bgl, n_tex)
+        return _PIPELINES[key]
+
+    # -- passes ------------------------------------------------------------------------------
+    def _enc(self):
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+        return self._encoder
+
+    def _timestamp_writes(self, label: str):
+        if not self.timestamps:
+            return None
+        n = len(self._batch_labels)
+        set_index, slot = divmod(n, QUERY_PASSES)
+        while set_index >= len(self._query_sets):
+            self._query_sets.append(self.device.create_query_set(
+                type=self.wgpu.QueryType.timestamp, count=2 * QUERY_PASSES))
+        self._batch_labels.append(label)
+        return {"query_set": self._query_sets[set_index],
+                "beginning_of_pass_write_index": 2 * slot,
+                "end_of_pass_write_index": 2 * slot + 1}
+
+    def draw(self, label: str, pipe, out: Tex, textures: list[Tex], params: bytes) -> None:
+        """Record one render pass: ``pipe``'s fragment shader over all of ``out``."""
+        pipeline, bgl, n_tex = pipe
+        views = [t.view for t in textures] + [self.dummy.view] * (n_tex - len(textures))
+        with gpu_errors(f"recording {label}"):
+            ubuf = self.device.create_buffer_with_data(data=params,
+                                                       usage=self.wgpu.BufferUsage.UNIFORM)
+            entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0,
+                                                   "size": len(params)}}]
+            entries += [{"binding": 1 + k, "resource": v} for k, v in enumerate(views)]
+            group = self.device.create_bind_group(layout=bgl, entries=entries)
+            rp = self._enc().begin_render_pass(
+                color_attachments=[{"view": out.view, "load_op": "clear", "store_op": "store",
+                                    "clear_value": (0.0, 0.0, 0.0, 0.0)}],
+                timestamp_writes=self._timestamp_writes(label))
+            rp.set_pipeline(pipeline)
+            rp.set_bind_group(0, group)
+            rp.draw(3)
+            rp.end()
+
+    def flush(self) -> None:
+        """Submit what was recorded; start reading its timestamps back."""
+        if self._encoder is None:
+            return
+        enc, self._encoder = self._encoder, None
+        labels, self._batch_labels = self._batch_labels, []
+        staging = None
+        with gpu_errors("submitting GPU work"):
+            if labels:
+                n = 2 * len(labels)
+                resolve = self.device.create_buffer(
+                    size=n * 8, usage=self.wgpu.BufferUsage.QUERY_RESOLVE
+                    | self.wgpu.BufferUsage.COPY_SRC)
+                staging = self.device.create_buffer(
+                    size=n * 8, usage=self.wgpu.BufferUsage.MAP_READ
+                    | self.wgpu.BufferUsage.COPY_DST)
+                for s in range(0, len(labels), QUERY_PASSES):
+                    count = 2 * min(QUERY_PASSES, len(labels) - s)
+                    enc.resolve_query_set(self._query_sets[s // QUERY_PASSES], 0, count,
+                                          resolve, 2 * s * 8)
+                enc.copy_buffer_to_buffer(resolve, 0, staging, 0, n * 8)
+            self.queue.submit([enc.finish()])
+        for t in self._dirty:
+            self._clean.setdefault((t.width, t.height), []).append(t)
+        self._dirty = []
+        if staging is not None:
+            self._time_futures.append((labels, self.map_async(staging, np.uint64, None)))
+
+    def map_async(self, staging, dtype, convert) -> Future:
+        """Map ``staging`` (already copied into by submitted work); the future gets its data."""
+        fut: Future = Future()
+        with gpu_errors("reading back from the GPU"):
+            promise = staging.map_async(self.wgpu.MapMode.READ)
+
+        def wait():
+            try:
+                promise.sync_wait()
+                raw = staging.read_mapped(copy=True)
+                staging.unmap()
+                data = np.frombuffer(raw, dtype=dtype)
+                fut.set_result(convert(data) if convert else data)
+            except Exception as exc:  # delivered to whoever waits
+                fut.set_exception(GPUError(f"GPU readback failed: {exc}"))
+
+        threading.Thread(target=wait, name="pixel-readback", daemon=True).start()
+        return fut
+
+    def read_texture(self, tex: Tex, convert) -> Future:
+        """Copy ``tex`` to a staging buffer and map it; ``convert`` gets (height, width, 4)."""
+        self.flush()
+        row = tex.width * 16
+        padded = (row + 255) // 256 * 256
+        with gpu_errors("reading a tensor back"):
+            staging = self.device.create_buffer(
+                size=padded * tex.height,
+                usage=self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST)
+            enc = self.device.create_command_encoder()
+            enc.copy_texture_to_buffer(
+                {"texture": tex.texture, "origin": (0, 0, 0)},
+                {"buffer": staging, "offset": 0, "bytes_per_row": padded,
+                 "rows_per_image": tex.height},
+                (tex.width, tex.height, 1))
+            self.queue.submit([enc.finish()])
+
+        def unpad(data: np.ndarray):
+            rows = data.view(np.uint8).reshape(tex.height, padded)[:, :row]
+            return convert(np.ascontiguousarray(rows).view(np.float32)
+                           .reshape(tex.height, tex.width, 4))
+
+        return self.map_async(staging, np.uint8, unpad)
+
+    # -- timings -----------------------------------------------------------------------------
+    def take_timings(self) -> dict[str, float]:
+        """Milliseconds per label of everything flushed since the last call (waits for it)."""
+        out: dict[str, float] = {}
+        futures, self._time_futures = self._time_futures, []
+        for labels, fut in futures:
+            ticks = fut.result()
+            for i, label in enumerate(labels):
+                begin, end = int(ticks[2 * i]), int(ticks[2 * i + 1])
+                ms = max(0, end - begin) / 1e6
+                out[label] = out.get(label, 0.0) + ms
+        return out
+
+    def discard_timings(self) -> None:
+        self._time_futures = []
+
+    def close(self) -> None:
+        self.flush()
+        for t in self._all:
+            try:
+                t.texture.destroy()
+            except Exception:  # already gone with the device
+                pass
+        self._all, self._clean, self._dirty = [], {}, []

@@ -1,0 +1,91 @@
+// Batched C = act(alpha * A @ B + beta * bias), register-blocked: every invocation computes a
+// 4x4 tile of C, walking K in steps of 4 with vec4 loads where the layout allows them.
+// No workgroup memory and no barriers: on CPU adapters (lavapipe) barriers cost more than the
+// cache reuse they buy; a workgroup-tiled variant (matmul_tiled.wgsl) serves discrete GPUs.
+// A(m, k) = a[a_off + b*a_batch + m*sam + k*sak]; B(k, n) likewise; bias(m, n) with strides.
+struct Params {
+    M: i32, N: i32, K: i32, has_bias: i32,
+    sam: i32, sak: i32, sbk: i32, sbn: i32,
+    a_batch: i32, b_batch: i32, c_batch: i32, bias_batch: i32,
+    alpha: f32, beta: f32, act_a: f32, act_b: f32,
+    bias_sm: i32, bias_sn: i32, a_off: i32, b_off: i32,
+    ldc: i32, c_off: i32, bias_off: i32, pad0: i32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<${A_TYPE}>;
+@group(0) @binding(2) var<storage, read> b: array<${B_TYPE}>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+//!include math.wgsl
+
+fn act(x: f32, A: f32, B: f32) -> f32 {
+    return ${act};
+}
+
+fn a_at(i: i32) -> f32 { return ${A_AT}; }
+fn b_at(i: i32) -> f32 { return ${B_AT}; }
+
+// A(m, k..k+3)
+fn load_a4(base: i32, m: i32, k: i32) -> vec4<f32> {
+    ${LOAD_A4}
+}
+
+// B(k..k+3, n) for FORM=dot, B(k, n..n+3) for FORM=outer
+fn load_b4(base: i32, k: i32, n: i32) -> vec4<f32> {
+    ${LOAD_B4}
+}
+
+@compute @workgroup_size(8, 8, 1)
+fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+    let n0 = i32(g.x) * 4;
+    let m0 = i32(g.y) * 4;
+    let batch = i32(g.z);
+    if (n0 >= p.N || m0 >= p.M) { return; }
+    let abase = p.a_off + batch * p.a_batch;
+    let bbase = p.b_off + batch * p.b_batch;
+    // rows/cols past the edge are clamped for loads and skipped for stores
+    let m1 = min(m0 + 1, p.M - 1);
+    let m2 = min(m0 + 2, p.M - 1);
+    let m3 = min(m0 + 3, p.M - 1);
+    let n1 = min(n0 + 1, p.N - 1);
+    let n2 = min(n0 + 2, p.N - 1);
+    let n3 = min(n0 + 3, p.N - 1);
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
+    let k4 = p.K - p.K % 4;
+    for (var k = 0; k < k4; k += 4) {
+        let a0 = load_a4(abase, m0, k);
+        let a1 = load_a4(abase, m1, k);
+        let a2 = load_a4(abase, m2, k);
+        let a3 = load_a4(abase, m3, k);
+        ${INNER}
+    }
+    for (var k = k4; k < p.K; k++) {
+        let bk = vec4<f32>(b_at(bbase + k * p.sbk + n0 * p.sbn), b_at(bbase + k * p.sbk + n1 * p.sbn),
+                           b_at(bbase + k * p.sbk + n2 * p.sbn), b_at(bbase + k * p.sbk + n3 * p.sbn));
+        acc0 += a_at(abase + m0 * p.sam + k * p.sak) * bk;
+        acc1 += a_at(abase + m1 * p.sam + k * p.sak) * bk;
+        acc2 += a_at(abase + m2 * p.sam + k * p.sak) * bk;
+        acc3 += a_at(abase + m3 * p.sam + k * p.sak) * bk;
+    }
+    var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
+    let cbase = p.c_off + batch * p.c_batch;
+    for (var i = 0; i < 4; i++) {
+        let m = m0 + i;
+        if (m >= p.M) { break; }
+        for (var j = 0; j < 4; j++) {
+            let n = n0 + j;
+            if (n >= p.N) { break; }
+            var v = p.alpha * rows[i][j];
+            if (p.has_bias != 0) {
+                v += p.beta * bias[p.bias_off + batch * p.bias_batch + m * p.bias_sm
+                                   + n * p.bias_sn];
+            }
+            y[cbase + m * p.ldc + n] = act(v, p.act_a, p.act_b);
+        }
+    }
+}

@@ -1,0 +1,49 @@
+// Reduction over a set of axes: one output per invocation, the reduced elements walked in
+// row-major order of the reduced dims (kept dims: ks/kst, reduced dims: rs/rst).
+struct Params {
+    n: i32, R: i32, krank: i32, rrank: i32,
+    ks: array<vec4<i32>, 2>,
+    kst: array<vec4<i32>, 2>,
+    rs: array<vec4<i32>, 2>,
+    rst: array<vec4<i32>, 2>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+fn offset_of(r: i32) -> i32 {
+    var rem = r;
+    var off = 0;
+    for (var d = p.rrank - 1; d >= 0; d--) {
+        let size = p.rs[d / 4][d % 4];
+        off += (rem % size) * p.rst[d / 4][d % 4];
+        rem = rem / size;
+    }
+    return off;
+}
+
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+    let i = i32(g.x + g.y * nw.x * 64u);
+    if (i >= p.n) { return; }
+    var base = 0;
+    var rem = i;
+    for (var d = p.krank - 1; d >= 0; d--) {
+        let size = p.ks[d / 4][d % 4];
+        base += (rem % size) * p.kst[d / 4][d % 4];
+        rem = rem / size;
+    }
+    let count = f32(p.R);
+    var acc = ${init};
+    var top = bitcast<f32>(0xff800000u);
+    if (${two_pass}) {
+        for (var r = 0; r < p.R; r++) { top = max(top, x[base + offset_of(r)]); }
+        if (p.R == 0) { top = 0.0; }
+    }
+    for (var r = 0; r < p.R; r++) {
+        let v = x[base + offset_of(r)];
+        acc = ${step};
+    }
+    y[i] = ${finish};
+}

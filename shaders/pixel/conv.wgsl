@@ -1,0 +1,147 @@
+// 2-D convolution (1-D as H = 1), one output texel = 4 output channels of one pixel.
+// X [N, C, H, W], W [M, C/group, kh, kw], B [M]; fused activation u_${ACT} with f[7].
+// i[0] = (N, C, H, W)        i[1] = (M, OH, OW, group)   i[2] = (kh, kw, sh, sw)
+// i[3] = (pad_top, pad_left, dh, dw)   i[4] = (C blocks, M blocks, C/group, M/group)
+// i[5] = (has bias, texel blocks of W's axis 1, 0, 0)
+// Variant ${VARIANT}: blocked (group 1 or groups aligned to 4 channels), depthwise, scalar.
+
+@group(0) @binding(1) var X: texture_2d<f32>;
+@group(0) @binding(2) var Wt: texture_2d<f32>;
+@group(0) @binding(3) var Bt: texture_2d<f32>;
+
+fn in_y(oh: u32, ky: u32) -> i32 {
+    return i32(oh) * U.i[2].z - U.i[3].x + i32(ky) * U.i[3].z;
+}
+
+fn in_x(ow: u32, kx: u32) -> i32 {
+    return i32(ow) * U.i[2].w - U.i[3].y + i32(kx) * U.i[3].w;
+}
+
+fn conv_blocked(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
+    let H = i32(U.i[0].z);
+    let Wd = i32(U.i[0].w);
+    let kh = u32(U.i[2].x);
+    let kw = u32(U.i[2].y);
+    let cbs = u32(U.i[4].x);
+    let mlast = u32(U.i[1].x) - 1u;
+    let m0 = mb * 4u;
+    let g = m0 / u32(U.i[4].w);
+    let cb0 = g * u32(U.i[4].z) / 4u;
+    let wcb = u32(U.i[5].y);
+    // first weight row of each of the 4 output channels
+    let w0 = min(m0, mlast) * wcb * kh;
+    let w1 = min(m0 + 1u, mlast) * wcb * kh;
+    let w2 = min(m0 + 2u, mlast) * wcb * kh;
+    let w3 = min(m0 + 3u, mlast) * wcb * kh;
+    var acc = vec4<f32>(0.0);
+    for (var cb = 0u; cb < wcb; cb++) {
+        let xrow = (n * cbs + cb0 + cb) * u32(H);
+        let wrow = cb * kh;
+        for (var ky = 0u; ky < kh; ky++) {
+            let iy = in_y(oh, ky);
+            if (iy < 0 || iy >= H) {
+                continue;
+            }
+            for (var kx = 0u; kx < kw; kx++) {
+                let ix = in_x(ow, kx);
+                if (ix < 0 || ix >= Wd) {
+                    continue;
+                }
+                let xv = ld(X, u32(ix), xrow + u32(iy));
+                let r = wrow + ky;
+                acc += vec4<f32>(dot(xv, ld(Wt, kx, w0 + r)), dot(xv, ld(Wt, kx, w1 + r)),
+                                 dot(xv, ld(Wt, kx, w2 + r)), dot(xv, ld(Wt, kx, w3 + r)));
+            }
+        }
+    }
+    return acc;
+}
+
+fn conv_depthwise(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
+    let H = i32(U.i[0].z);
+    let Wd = i32(U.i[0].w);
+    let kh = u32(U.i[2].x);
+    let kw = u32(U.i[2].y);
+    let mlast = u32(U.i[1].x) - 1u;
+    let m0 = mb * 4u;
+    let xrow = (n * u32(U.i[4].x) + mb) * u32(H);
+    let w0 = min(m0, mlast) * kh;
+    let w1 = min(m0 + 1u, mlast) * kh;
+    let w2 = min(m0 + 2u, mlast) * kh;
+    let w3 = min(m0 + 3u, mlast) * kh;
+    var acc = vec4<f32>(0.0);
+    for (var ky = 0u; ky < kh; ky++) {
+        let iy = in_y(oh, ky);
+        if (iy < 0 || iy >= H) {
+            continue;
+        }
+        for (var kx = 0u; kx < kw; kx++) {
+            let ix = in_x(ow, kx);
+            if (ix < 0 || ix >= Wd) {
+                continue;
+            }
+            let xv = ld(X, u32(ix), xrow + u32(iy));
+            let wv = vec4<f32>(ld(Wt, kx, w0 + ky).x, ld(Wt, kx, w1 + ky).x,
+                               ld(Wt, kx, w2 + ky).x, ld(Wt, kx, w3 + ky).x);
+            acc += xv * wv;
+        }
+    }
+    return acc;
+}
+
+fn conv_scalar(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
+    let H = i32(U.i[0].z);
+    let Wd = i32(U.i[0].w);
+    let kh = u32(U.i[2].x);
+    let kw = u32(U.i[2].y);
+    let cbs = u32(U.i[4].x);
+    let cg = u32(U.i[4].z);
+    let mg = u32(U.i[4].w);
+    let wcb = u32(U.i[5].y);
+    let mlast = u32(U.i[1].x) - 1u;
+    var acc = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        let m = min(mb * 4u + j, mlast);
+        let g = m / mg;
+        var s = 0.0;
+        for (var ic = 0u; ic < cg; ic++) {
+            let c = g * cg + ic;
+            let xrow = (n * cbs + c / 4u) * u32(H);
+            let wrow = (m * wcb + ic / 4u) * kh;
+            for (var ky = 0u; ky < kh; ky++) {
+                let iy = in_y(oh, ky);
+                if (iy < 0 || iy >= H) {
+                    continue;
+                }
+                for (var kx = 0u; kx < kw; kx++) {
+                    let ix = in_x(ow, kx);
+                    if (ix < 0 || ix >= Wd) {
+                        continue;
+                    }
+                    s += ld(X, u32(ix), xrow + u32(iy))[c % 4u] * ld(Wt, kx, wrow + ky)[ic % 4u];
+                }
+            }
+        }
+        acc[j] = s;
+    }
+    return acc;
+}
+
+@fragment
+fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
+    let p = vec2<u32>(pos.xy);
+    let oh_n = u32(U.i[1].y);
+    let mbs = u32(U.i[4].y);
+    let ow = p.x;
+    let oh = p.y % oh_n;
+    let t = p.y / oh_n;
+    let mb = t % mbs;
+    let n = t / mbs;
+    var acc = conv_${VARIANT}(n, mb, oh, ow);
+    if (U.i[5].x != 0) {
+        acc += ld(Bt, mb, 0u);
+    }
+    acc = u_${ACT}(acc, U.f[7]);
+    let left = U.i[1].x - i32(mb * 4u);
+    return select(vec4<f32>(0.0), acc, vec4<i32>(0, 1, 2, 3) < vec4<i32>(left));
+}

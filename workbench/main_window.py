@@ -1,0 +1,651 @@
+"""The main window: graph in the centre, inputs / details / outputs / timing in docks.
+
+Scripting surface (tests, automation): ``open_model(path)``, ``set_backend(BackendType)``,
+``start_run(continuous)``, ``stop_run()``, signals ``model_loaded(Model)`` and
+``run_completed(Profile)``. Errors are shown in the window's message bar, never in a modal
+dialog, and every one is kept in ``messages``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDockWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QProgressBar,
+    QPushButton,
+    QToolBar,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine import BackendType
+from workbench import theme
+from workbench.controller import EngineController, LoadedModel, RunResult
+from workbench.details_view import DetailsPanel
+from workbench.graph_view import GraphView
+from workbench.inputs_view import IMAGE_EXT, InputsPanel
+from workbench.outputs_view import OutputsPanel
+from workbench.timing_view import TimingPanel
+from workbench.widgets import MessageBar, StableLabel
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESOURCES = os.path.join(ROOT, "resources")
+DEMO_MODEL = os.path.join(RESOURCES, "digits_cnn.onnx")
+PENDING = "checking…"
+UI_INTERVAL_MS = 200  # newest run result shown at most this often while running continuously
+STAGE_MS = 15  # a result is shown in steps, so no single repaint holds the UI thread long
+GRAPH_TIMES_MS = 1000  # node labels with times refresh at most this often while running
+MAX_RECENT = 8
+
+
+class MainWindow(QMainWindow):
+    """The workbench window."""
+
+    model_loaded = Signal(object)   # engine.Model
+    run_completed = Signal(object)  # engine.profile.Profile of the run just shown
+    message_shown = Signal(str, str)  # level, text
+
+    def __init__(self, settings: QSettings | None = None, probe_backends: bool = True):
+        super().__init__()
+        # the controller and engine threads run Python too: hand the interpreter back to the
+        # UI thread every millisecond instead of every 5 (keeps the window's stalls short)
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.001))
+        self.setWindowTitle("Inference Workbench")
+        self.setWindowIcon(QIcon(os.path.join(RESOURCES, "icons", "workbench.svg")))
+        self.resize(1440, 900)
+        self.setStyleSheet(theme.STYLESHEET)
+        self.setAcceptDrops(True)
+        self.settings = settings or QSettings("inference-workbench", "workbench")
+        self.controller = EngineController(self)
+        self.backend = BackendType.CPU
+        self.backend_status: dict[BackendType, str | None] = {
+            BackendType.CPU: None, BackendType.GPU_COMPUTE: PENDING, BackendType.GPU_PIXEL: PENDING}
+        self.loaded: LoadedModel | None = None
+        self.placement: dict = {}
+        self.last_profile = None
+        self.last_outputs: dict = {}
+        self.times: dict[str, float] = {}
+        self.running = False
+        self._token: int | None = None
+        self._prepared_for: BackendType | None = None
+        self._t_open = 0.0
+        self.load_timings: dict[str, float] = {}
+        self.runs_shown = 0
+        self._last_ui = 0.0
+        self._result_timer = QTimer(self)
+        self._result_timer.setSingleShot(True)
+        self._result_timer.timeout.connect(self._consume_result)
+        self._stage_timer = QTimer(self)
+        self._stage_timer.setSingleShot(True)
+        self._stage_timer.timeout.connect(self._next_stage)
+        self._stages: list = []
+        self._shown: RunResult | None = None
+        self._last_graph_times = 0.0
+
+        self._build_ui()
+        self._connect()
+        self._rebuild_recent()
+        self._refresh_backends()
+        self._update_actions()
+        if probe_backends:
+            self.controller.probe_backends()
+
+    # -- construction -----------------------------------------------------------------------
+    def _build_ui(self) -> None:
+        self.graph = GraphView()
+        self.message_bar = MessageBar()
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search layers by name or op type — Enter jumps to next")
+        self.search.setClearButtonEnabled(True)
+        self.search_count = QLabel("")
+        fit = QPushButton("Fit all")
+        fit.clicked.connect(self.graph.fit_all)
+        top = QPushButton("Fit width")
+        top.clicked.connect(self.graph.fit_top)
+        zin, zout = QPushButton("+"), QPushButton("−")
+        zin.setFixedWidth(32)
+        zout.setFixedWidth(32)
+        zin.clicked.connect(lambda: self.graph.zoom(1.25))
+        zout.clicked.connect(lambda: self.graph.zoom(0.8))
+        bar = QHBoxLayout()
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.search_count)
+        for w in (zout, zin, top, fit):
+            bar.addWidget(w)
+        central = QWidget()
+        box = QVBoxLayout(central)
+        box.setContentsMargins(6, 6, 6, 0)
+        box.addWidget(self.message_bar)
+        box.addLayout(bar)
+        box.addWidget(self.graph, 1)
+        self.setCentralWidget(central)
+
+        self.inputs = InputsPanel()
+        self.details = DetailsPanel()
+        self.outputs = OutputsPanel()
+        self.timing = TimingPanel()
+        self.docks = {}
+        for key, title, widget, area in (
+                ("inputs", "Inputs", self.inputs, Qt.DockWidgetArea.LeftDockWidgetArea),
+                ("details", "Layer details", self.details, Qt.DockWidgetArea.RightDockWidgetArea),
+                ("outputs", "Outputs", self.outputs, Qt.DockWidgetArea.RightDockWidgetArea),
+                ("timing", "Live timing", self.timing, Qt.DockWidgetArea.BottomDockWidgetArea)):
+            dock = QDockWidget(title, self)
+            dock.setObjectName(f"dock_{key}")
+            dock.setWidget(widget)
+            self.addDockWidget(area, dock)
+            self.docks[key] = dock
+        self.resizeDocks([self.docks["inputs"], self.docks["details"]], [330, 360],
+                         Qt.Orientation.Horizontal)
+        self.resizeDocks([self.docks["timing"]], [380], Qt.Orientation.Vertical)
+        self.resizeDocks([self.docks["details"], self.docks["outputs"]], [330, 240],
+                         Qt.Orientation.Vertical)
+
+        self.act_open = QAction("&Open model…", self, shortcut=QKeySequence.StandardKey.Open)
+        self.act_demo = QAction("Open &demo model", self)
+        self.act_trace = QAction("Export Chrome &trace…", self)
+        self.act_csv = QAction("Export &CSV…", self)
+        self.act_quit = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit)
+        self.act_run = QAction("▶ Run once", self, shortcut=QKeySequence("Ctrl+R"))
+        self.act_loop = QAction("⟳ Run continuously", self, shortcut=QKeySequence("Ctrl+Shift+R"))
+        self.act_stop = QAction("■ Stop", self, shortcut=QKeySequence("Esc"))
+        self.act_fit = QAction("Fit graph", self, shortcut=QKeySequence("F"))
+        self.act_find = QAction("Find layer", self, shortcut=QKeySequence.StandardKey.Find)
+        menu = self.menuBar().addMenu("&File")
+        menu.addAction(self.act_open)
+        self.recent_menu = menu.addMenu("Open &recent")
+        menu.addAction(self.act_demo)
+        menu.addSeparator()
+        menu.addAction(self.act_trace)
+        menu.addAction(self.act_csv)
+        menu.addSeparator()
+        menu.addAction(self.act_quit)
+        run_menu = self.menuBar().addMenu("&Run")
+        for a in (self.act_run, self.act_loop, self.act_stop):
+            run_menu.addAction(a)
+        view = self.menuBar().addMenu("&View")
+        view.addAction(self.act_fit)
+        view.addAction(self.act_find)
+        view.addSeparator()
+        for dock in self.docks.values():
+            view.addAction(dock.toggleViewAction())
+
+        tb = QToolBar("Run")
+        tb.setObjectName("toolbar_run")
+        tb.setMovable(False)
+        tb.addAction(self.act_open)
+        tb.addSeparator()
+        tb.addWidget(QLabel(" Backend "))
+        self.backend_combo = QComboBox()
+        for kind in BackendType:
+            self.backend_combo.addItem(theme.BACKEND_LABELS[kind], kind)
+        tb.addWidget(self.backend_combo)
+        tb.addSeparator()
+        tb.addAction(self.act_run)
+        tb.addAction(self.act_loop)
+        tb.addAction(self.act_stop)
+        self.addToolBar(tb)
+
+        self.progress_label = StableLabel("", 360)
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setMaximumWidth(220)
+        self.progress_bar.setTextVisible(False)
+        self.progress_bar.hide()
+        self.status_model = QLabel("no model")
+        self.status_run = StableLabel("", 330)
+        self.status_run.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        sb = self.statusBar()
+        sb.addWidget(self.progress_label)
+        sb.addWidget(self.progress_bar)
+        sb.addPermanentWidget(self.status_run)
+        sb.addPermanentWidget(self.status_model)
+
+    def _connect(self) -> None:
+        c = self.controller
+        c.model_ready.connect(self._on_model_ready)
+        c.load_failed.connect(self._on_load_failed)
+        c.progress.connect(self._on_progress)
+        c.backends_probed.connect(self._on_backends_probed)
+        c.worker_ready.connect(self._on_worker_ready)
+        c.worker_failed.connect(self._on_worker_failed)
+        c.result_ready.connect(self._on_result_ready)
+        c.run_failed.connect(self._on_run_failed)
+        c.run_finished.connect(self._on_run_finished)
+        c.preview_ready.connect(self.details.show_preview)
+        self.graph.layer_clicked.connect(lambda n: self.select_layer(n, center_graph=False))
+        self.graph.drawn.connect(self._on_graph_drawn)
+        self.timing.layer_clicked.connect(self.select_layer)
+        self.inputs.problem.connect(lambda text: self.show_message("error", text))
+        self.inputs.changed.connect(self._on_inputs_changed)
+        self.search.textChanged.connect(self._on_search)
+        self.search.returnPressed.connect(self._next_match)
+        self.backend_combo.currentIndexChanged.connect(self._on_combo)
+        self.act_open.triggered.connect(self._open_dialog)
+        self.act_demo.triggered.connect(lambda: self.open_model(DEMO_MODEL))
+        self.act_trace.triggered.connect(lambda: self._export_dialog("trace"))
+        self.act_csv.triggered.connect(lambda: self._export_dialog("csv"))
+        self.act_quit.triggered.connect(self.close)
+        self.act_run.triggered.connect(lambda: self.start_run(False))
+        self.act_loop.triggered.connect(lambda: self.start_run(True))
+        self.act_stop.triggered.connect(self.stop_run)
+        self.act_fit.triggered.connect(self.graph.fit_all)
+        self.act_find.triggered.connect(lambda: self.search.setFocus())
+
+    # -- scripting surface ------------------------------------------------------------------
+    def open_model(self, path: str) -> None:
+        """Load ``path`` in the background; ``model_loaded`` fires when the graph is shown."""
+        self.stop_run()
+        self._t_open = time.perf_counter()
+        self.load_timings = {}
+        self.controller.load(os.path.abspath(path))
+
+    def set_backend(self, kind: BackendType | str) -> bool:
+        """Select the backend for the next runs; False (with a message) if it is unavailable."""
+        kind = BackendType.parse(kind)
+        reason = self.backend_status.get(kind)
+        if reason is not None and reason != PENDING:
+            self.show_message("warning", f"{kind.name} is unavailable: {reason}")
+            self._select_combo(self.backend)
+            return False
+        changed = kind is not self.backend or self._prepared_for is not kind
+        self.backend = kind
+        self._select_combo(kind)
+        if changed and self.loaded is not None:
+            self.stop_run()
+            self._prepared_for = kind
+            self.placement = {}
+            self.graph.set_placement(None)
+            self.controller.prepare(kind)
+        self._update_actions()
+        return True
+
+    def start_run(self, continuous: bool = False) -> bool:
+        """Run once or until ``stop_run``; results arrive through ``run_completed``."""
+        if self.loaded is None:
+            self.show_message("warning", "Open a model first (File ▸ Open, or drop an .onnx file)")
+            return False
+        if self.running:
+            self.stop_run()
+        feeds = self.inputs.feeds()
+        missing = [c.spec.name for c in self.inputs.cards if c.value is None]
+        if missing:
+            self.show_message("error", f"No value for input(s) {', '.join(missing)}")
+            return False
+        self.running = True
+        self._token = self.controller.run(feeds, continuous)
+        self.status_run.setText("running continuously…" if continuous else "running…")
+        self._update_actions()
+        return True
+
+    def stop_run(self) -> None:
+        """Stop at once: the run in flight finishes in the background and is not shown."""
+        self.controller.stop()
+        self._token = None
+        self._result_timer.stop()
+        self._stage_timer.stop()
+        self._stages = []
+        if self.running:
+            self.running = False
+            self.status_run.setText("stopped")
+        self._update_actions()
+
+    def export_chrome_trace(self, path: str) -> bool:
+        return self._export(path, "trace")
+
+    def export_csv(self, path: str) -> bool:
+        return self._export(path, "csv")
+
+    def select_layer(self, name: str, center_graph: bool = True) -> None:
+        """Select a layer everywhere: graph, timing cursor, details (and its output preview)."""
+        if self.loaded is None:
+            return
+        model = self.loaded.model
+        index = next((i for i, layer in enumerate(model.layers) if layer.name == name), -1)
+        if index < 0:
+            return
+        layer = model.layers[index]
+        self.graph.select(name, center=center_graph)
+        self.timing.select(name)
+        self.details.show_layer(model, layer, self.placement.get(name), self.times.get(name))
+        if self.details.preview_tensor:
+            self.controller.preview(index, self.details.preview_tensor, self.inputs.feeds(),
+                                    self.inputs.version)
+
+    def handle_dropped_paths(self, paths: list[str]) -> None:
+        """Open a dropped .onnx; feed a dropped image / .npy to the (single) input."""
+        for path in paths[:1]:
+            ext = os.path.splitext(path)[1].lower()
+            name = os.path.basename(path)
+            if os.path.isdir(path):
+                self.show_message("error", f"{name} is a folder; drop an .onnx model file")
+            elif ext == ".onnx":
+                self.open_model(path)
+            elif ext in IMAGE_EXT or ext == ".npy":
+                if self.loaded is None:
+                    self.show_message("warning", f"Open a model before feeding it {name}")
+                else:
+                    self.inputs.feed_file(path)
+            else:
+                self.show_message("error", f"{name} is not something the workbench can open: "
+                                  "drop an ONNX model (.onnx), or an image / .npy file to feed "
+                                  "an input")
+
+    def show_message(self, level: str, text: str) -> None:
+        self.message_bar.show_message(level, text)
+        self.message_shown.emit(level, text)
+
+    @property
+    def messages(self) -> list[tuple[str, str]]:
+        return self.message_bar.history
+
+    # -- controller events ------------------------------------------------------------------
+    def _on_model_ready(self, lm: LoadedModel) -> None:
+        if lm.generation != self.controller.generation:
+            return
+        self.loaded = lm
+        model = lm.model
+        self.placement, self.times, self.last_profile, self.last_outputs = {}, {}, None, {}
+        self.runs_shown = 0
+        self.load_timings.update(load_ms=lm.load_ms, layout_ms=lm.layout_ms)
+        self.graph.set_graph(lm.layout, model, lm.geometry)
+        self.inputs.set_model(model, lm.preprocess)
+        self._feed_sample(lm)
+        self.outputs.set_model(model, lm.labels)
+        self.timing.reset([layer.name for layer in model.layers])
+        self.details.show_nothing()
+        self.search.clear()
+        name = os.path.basename(lm.path)
+        self.setWindowTitle(f"{name} — Inference Workbench")
+        self.status_model.setText(f"{name} · {len(model.layers)} layers · "
+                                  f"{len(model.inputs)} in / {len(model.outputs)} out")
+        self.status_run.setText("")
+        if self.message_bar.isVisible() and self.message_bar.property("level") != "error":
+            self.message_bar.dismiss()
+        self._add_recent(lm.path)
+        if self.backend_status.get(self.backend) not in (None, PENDING):
+            self.backend = BackendType.CPU
+        self._prepared_for = None
+        self.set_backend(self.backend)
+        self._update_actions()
+        self.model_loaded.emit(model)
+
+    def _feed_sample(self, lm: LoadedModel) -> None:
+        """Models that name a sample input in their metadata start with it (the demo does)."""
+        sample = (lm.preprocess or {}).get("sample")
+        if sample and len(self.inputs.cards) == 1:
+            path = os.path.join(os.path.dirname(lm.path), sample)
+            if os.path.isfile(path):
+                self.inputs.cards[0].load_file(path)
+
+    def _on_graph_drawn(self) -> None:
+        if self._t_open and "to_graph_ms" not in self.load_timings:
+            self.load_timings["to_graph_ms"] = (time.perf_counter() - self._t_open) * 1e3
+
+    def _on_load_failed(self, path: str, message: str) -> None:
+        self.show_message("error", f"Cannot open {os.path.basename(path)}: {message}")
+        self._update_actions()
+
+    def _on_progress(self, stage: str, fraction: float) -> None:
+        if not stage:
+            self.progress_bar.hide()
+            self.progress_label.setText("")
+            return
+        self.progress_label.setText(stage)
+        if fraction < 0:
+            self.progress_bar.setRange(0, 0)
+        else:
+            self.progress_bar.setRange(0, 100)
+            self.progress_bar.setValue(int(100 * max(0.0, min(1.0, fraction))))
+        self.progress_bar.show()
+
+    def _on_backends_probed(self, status: dict) -> None:
+        self.backend_status.update(status)
+        self._refresh_backends()
+
+    def _on_worker_ready(self, kind: BackendType, placement: dict) -> None:
+        if kind is not self.backend:
+            return
+        self.placement = placement
+        self.graph.set_placement(placement)
+        fallback = sum(p.is_fallback for p in placement.values())
+        text = f"{kind.name} ready"
+        if fallback:
+            text += f" · {fallback} layer(s) fall back to the CPU (dashed orange)"
+        self.status_run.setText(text)
+        name = self.details.layer_name
+        if name:
+            self.select_layer(name, center_graph=False)
+        self._update_actions()
+
+    def _on_worker_failed(self, kind: BackendType, message: str, unavailable: bool) -> None:
+        if unavailable:
+            self.backend_status[kind] = message
+            self._refresh_backends()
+        self.show_message("error", f"Cannot prepare {kind.name}: {message}")
+        self._prepared_for = None
+        if kind is self.backend and kind is not BackendType.CPU and unavailable:
+            self.set_backend(BackendType.CPU)
+
+    def _on_result_ready(self) -> None:
+        if self._result_timer.isActive():
+            return
+        wait = UI_INTERVAL_MS - (time.perf_counter() - self._last_ui) * 1e3
+        if wait <= 0:
+            self._consume_result()
+        else:
+            self._result_timer.start(int(wait) + 1)
+
+    def _consume_result(self) -> None:
+        result: RunResult | None = self.controller.take_result()
+        if result is None or result.token != self._token:
+            return
+        if result.generation != self.controller.generation or self.loaded is None:
+            return
+        self._last_ui = time.perf_counter()
+        self._shown = result
+        # one widget group per event-loop turn: each repaint stays short
+        self._stages = [self._show_bars, self._show_latency, self._show_ops, self._show_rest]
+        self._next_stage()
+
+    def _next_stage(self) -> None:
+        if not self._stages or self._shown is None:
+            return
+        self._stages.pop(0)(self._shown)
+        if self._stages:
+            self._stage_timer.start(STAGE_MS)
+
+    def _show_bars(self, result: RunResult) -> None:
+        if result.placement != self.placement and result.backend is self.backend:
+            self.placement = result.placement
+            self.graph.set_placement(self.placement)
+        self.timing.update_bars(result.profile)
+        # paint now, alone: left to the event loop, several plots would repaint together
+        self.timing.layer_plot.viewport().repaint()
+
+    def _show_latency(self, result: RunResult) -> None:
+        self.timing.update_latency(result.profile)
+        self.timing.latency_plot.viewport().repaint()
+
+    def _show_ops(self, result: RunResult) -> None:
+        self.timing.update_ops(result.profile)
+        self.timing.op_plot.viewport().repaint()
+
+    def _show_rest(self, result: RunResult) -> None:
+        profile = result.profile
+        self.last_profile, self.last_outputs = profile, result.outputs
+        self.times = {t.name: t.ms for t in profile.layers}
+        now = time.perf_counter()
+        if now - self._last_graph_times > GRAPH_TIMES_MS / 1e3 or not self.running:
+            self._last_graph_times = now
+            self.graph.set_times(self.times)
+        self.outputs.update_outputs(result.outputs)
+        self.runs_shown += 1
+        self.status_run.setText(f"{result.backend.name} · run {result.index} · "
+                                f"{profile.total_ms:.2f} ms")
+        name = self.details.layer_name
+        if name and self.loaded is not None:
+            layers = self.loaded.model.layers
+            index = next(i for i, la in enumerate(layers) if la.name == name)
+            self.details.show_layer(self.loaded.model, layers[index],
+                                    self.placement.get(name), self.times.get(name))
+            self.controller.preview(index, self.details.preview_tensor or "",
+                                    self.inputs.feeds(), self.inputs.version)
+        self._update_actions()
+        self.run_completed.emit(profile)
+
+    def _on_run_failed(self, message: str, token: int) -> None:
+        if token not in (-1, self._token):
+            return
+        self.show_message("error", message)
+        self.running = False
+        self._token = None
+        self.status_run.setText("run failed")
+        self._update_actions()
+
+    def _on_run_finished(self, token: int) -> None:
+        if token == self._token and self.running:
+            self.running = False
+            if self.status_run.text().startswith("running"):
+                self.status_run.setText("done")
+            self._update_actions()
+
+    def _on_inputs_changed(self) -> None:
+        name = self.details.layer_name
+        if name and not self.running:
+            self.select_layer(name, center_graph=False)
+
+    # -- UI helpers -------------------------------------------------------------------------
+    def _refresh_backends(self) -> None:
+        model = self.backend_combo.model()
+        for row, kind in enumerate(BackendType):
+            item = model.item(row)
+            reason = self.backend_status.get(kind)
+            label = theme.BACKEND_LABELS[kind]
+            if reason is None:
+                item.setEnabled(True)
+                item.setText(label)
+                item.setToolTip(f"{kind.name}: available")
+            elif reason == PENDING:
+                item.setEnabled(True)
+                item.setText(f"{label} (checking…)")
+                item.setToolTip("checking whether this backend works on this machine")
+            else:
+                item.setEnabled(False)
+                item.setText(f"{label} — unavailable")
+                item.setToolTip(f"{kind.name} unavailable: {reason}")
+        self._select_combo(self.backend)
+
+    def is_backend_available(self, kind: BackendType) -> bool:
+        return self.backend_status.get(kind) is None
+
+    def _select_combo(self, kind: BackendType) -> None:
+        self.backend_combo.blockSignals(True)
+        self.backend_combo.setCurrentIndex(list(BackendType).index(kind))
+        self.backend_combo.blockSignals(False)
+
+    def _on_combo(self, row: int) -> None:
+        self.set_backend(list(BackendType)[row])
+
+    def _update_actions(self) -> None:
+        have = self.loaded is not None
+        self.act_run.setEnabled(have)
+        self.act_loop.setEnabled(have)
+        self.act_stop.setEnabled(self.running)
+        self.act_trace.setEnabled(self.last_profile is not None)
+        self.act_csv.setEnabled(self.last_profile is not None)
+
+    def _on_search(self, text: str) -> None:
+        n = self.graph.search(text)
+        self.search_count.setText(f"{n} match{'es' if n != 1 else ''}" if text.strip() else "")
+
+    def _next_match(self) -> None:
+        name = self.graph.next_match()
+        if name is not None:
+            pos, total = self.graph.match_position
+            self.search_count.setText(f"{pos} of {total}")
+            self.select_layer(name, center_graph=False)
+
+    def _open_dialog(self) -> None:
+        start = os.path.dirname(self.loaded.path) if self.loaded else RESOURCES
+        path, _ = QFileDialog.getOpenFileName(self, "Open ONNX model", start,
+                                              "ONNX models (*.onnx);;All files (*)")
+        if path:
+            self.open_model(path)
+
+    def _export_dialog(self, kind: str) -> None:
+        if self.last_profile is None:
+            self.show_message("warning", "Run the model first: there is no profile to export")
+            return
+        suffix = "json" if kind == "trace" else "csv"
+        base = os.path.splitext(os.path.basename(self.loaded.path))[0] if self.loaded else "run"
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export Chrome trace" if kind == "trace" else "Export CSV",
+            f"{base}-{self.last_profile.backend}.{suffix}",
+            "Chrome trace (*.json)" if kind == "trace" else "CSV (*.csv)")
+        if path:
+            self._export(path, kind)
+
+    def _export(self, path: str, kind: str) -> bool:
+        if self.last_profile is None:
+            self.show_message("warning", "Run the model first: there is no profile to export")
+            return False
+        prof = self.last_profile
+        text = prof.to_chrome_trace() if kind == "trace" else prof.to_csv()
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            self.show_message("error", f"Cannot write {path}: {exc.strerror or exc}")
+            return False
+        what = "Chrome trace (open it in ui.perfetto.dev)" if kind == "trace" else "CSV"
+        self.show_message("info", f"Exported the last run as {what}: {path}")
+        return True
+
+    # -- recent files -----------------------------------------------------------------------
+    def recent_files(self) -> list[str]:
+        value = self.settings.value("recent", [])
+        if isinstance(value, str):
+            value = [value]
+        return [p for p in (value or []) if isinstance(p, str)]
+
+    def _add_recent(self, path: str) -> None:
+        items = [path] + [p for p in self.recent_files() if p != path]
+        self.settings.setValue("recent", items[:MAX_RECENT])
+        self._rebuild_recent()
+
+    def _rebuild_recent(self) -> None:
+        self.recent_menu.clear()
+        files = self.recent_files()
+        for path in files:
+            act = self.recent_menu.addAction(os.path.basename(path))
+            act.setToolTip(path)
+            act.setData(path)
+            act.triggered.connect(lambda _=False, p=path: self.open_model(p))
+        self.recent_menu.setEnabled(bool(files))
+
+    # -- drag and drop, closing -------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.handle_dropped_paths(paths)
+
+    def closeEvent(self, event) -> None:
+        self.stop_run()
+        self.controller.shutdown(timeout=3.0)
+        super().closeEvent(event)
