@@ -22,6 +22,52 @@ from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _rows_unit(x, row, c, a, b, off, q0, q1, g, s0, s1):
+    """One patch-matrix row for unit strides and ow == W: output rows that read input rows
+    y + b*dh - ph of one plane are one contiguous run of the flattened plane, so they are
+    copied as one long run; then the few columns that wrapped into a neighbouring row (or
+    fell off the plane) are zeroed."""
+    kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, od, oh, ow = g
+    C, D, H, W = x.shape
+    s = s0
+    while s < s1:
+        z = s // oh
+        iz = z * sd - pd + a * dd
+        z_end = min(s1, (z + 1) * oh)
+        dst = row[(s - s0) * ow:(z_end - s0) * ow]
+        if iz < 0 or iz >= D:
+            dst[:] = 0
+            s = z_end
+            continue
+        # valid output rows: 0 <= y - ph + b*dh < H
+        y_lo, y_hi = s - z * oh, z_end - z * oh
+        ya = min(max(y_lo, ph - b * dh), y_hi)
+        yb = max(min(y_hi, H + ph - b * dh), ya)
+        dst[:(ya - y_lo) * ow] = 0
+        dst[(yb - y_lo) * ow:] = 0
+        if yb > ya:
+            plane = x[c, iz].reshape(-1)
+            run = dst[(ya - y_lo) * ow:(yb - y_lo) * ow]
+            start = (ya - ph + b * dh) * W + off
+            t0 = max(0, -start)
+            t1 = min(run.shape[0], H * W - start)
+            run[:t0] = 0
+            run[t1:] = 0
+            if t1 > t0:
+                src = plane[start + t0:start + t1]
+                mid = run[t0:t1]
+                for t in range(t1 - t0):
+                    mid[t] = src[t]
+            for y in range(yb - ya):
+                rr = run[y * ow:(y + 1) * ow]
+                for q in range(q0):
+                    rr[q] = 0
+                for q in range(q1, ow):
+                    rr[q] = 0
+        s = z_end
+
+
 @njit(nogil=True, cache=True)
 def im2col(x, cols, g, r0, r1, s0, s1):
     """Rows ``r0:r1`` of the patch matrix of output rows ``s0:s1`` (row index z * oh + y).
@@ -41,6 +87,9 @@ def im2col(x, cols, g, r0, r1, s0, s1):
         q0 = min(ow, max(0, (-off + sw - 1) // sw))
         q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
         row = cols[r]
+        if sh == 1 and sw == 1 and ow == W:
+            _rows_unit(x, row, c, a, b, off, q0, q1, g, s0, s1)
+            continue
         for s in range(s0, s1):
             z = s // oh
             y = s % oh
