@@ -287,7 +287,7 @@ def Conv(layer, inputs):
     # has at least as many columns as the weights have rows, else re-reading the weights per
     # tile costs more than the patch traffic saved. Small outputs: one patch matrix, with the
     # product's rows split over the threads.
-    per = max(1, max(TILE_COLS, Mg) // ow)
+    per = max(1, max(TILE_COLS, Mg, 65536 // (Cg * K)) // ow)
     ntiles = -(-rows // per)
     tiled = ntiles >= 2 * threads.threads()
     for n in range(N):
