@@ -16,7 +16,14 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import _act, activation_of, carr, epilogue, epilogue_fn
+from engine.backends.cpu.activation import (
+    ACT_NONE,
+    _act,
+    activation_of,
+    bias_act_rows,
+    carr,
+    epilogue,
+)
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
@@ -236,6 +243,70 @@ def _check(layer, x: np.ndarray, w: np.ndarray) -> None:
                           f"of one dtype, got {x.dtype} and {w.dtype}")
 
 
+class _Plan:
+    """What a Conv layer derives from its attributes, input shape and weights: computed at
+    its first run and kept on the layer while the weights (model constants) stay the same
+    objects, so later runs skip the geometry, weight reshapes and epilogue set-up."""
+
+    __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
+                 "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
+                 "ntiles", "tiled", "bg")
+
+
+def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
+    key = (x.shape, x.dtype, threads.threads())
+    plan = layer.__dict__.get("_cpu_conv_plan")
+    if plan is not None and plan.key == key and plan.w is w and plan.bias is bias:
+        return plan
+    _check(layer, x, w)
+    g = conv_geometry(layer, x.shape, w.shape)
+    group = int(layer.attr("group", 1) or 1)
+    C, M = x.shape[1], w.shape[0]
+    if C != w.shape[1] * group or M % group:
+        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
+    plan = _Plan()
+    plan.key, plan.w, plan.bias = key, w, bias
+    plan.out_shape, plan.group = tuple(g.out_shape), group
+    plan.Cg, plan.Mg = C // group, M // group
+    plan.P = P = int(np.prod(g.out_shape))
+    plan.act = act = activation_of(layer)
+    plan.params = np.array(act[1:], x.dtype)
+    b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
+    if g.rank == 2 and group == C and w.shape[1] == 1:
+        plan.kind = "depthwise"
+        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.w3 = carr(w.reshape(M, *g.kernel))
+        plan.b = b
+        plan.grain = max(1, 400_000 // max(1, P * plan.w3[0].size))  # ~50 us a chunk
+        layer.__dict__["_cpu_conv_plan"] = plan
+        return plan
+    plan.K = K = int(np.prod(g.kernel))
+    plan.w2 = carr(w.reshape(M, plan.Cg * K))
+    plan.bg = [b[k * plan.Mg:(k + 1) * plan.Mg] if b.size else b for k in range(group)]
+    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
+    plan.kind = "pointwise" if pointwise else "im2col"
+    plan.gi = gi = _geom(g, g.out_shape)
+    plan.ow, plan.rows = gi[-1], gi[-3] * gi[-2]
+    # Large outputs: im2col + sgemm tile by tile (whole output rows), so a tile's patch matrix
+    # is still in the core's cache for its product and tiles spread over the threads. A tile
+    # has at least as many columns as the weights have rows (else re-reading the weights per
+    # tile costs more than the patch traffic saved) and at least 64K patch elements. Small
+    # outputs: one patch matrix, with the product's rows split over the threads.
+    plan.per = max(1, max(TILE_COLS, plan.Mg, 65536 // (plan.Cg * K)) // plan.ow)
+    plan.ntiles = -(-plan.rows // plan.per)
+    plan.tiled = plan.ntiles >= 2 * key[2]
+    layer.__dict__["_cpu_conv_plan"] = plan
+    return plan
+
+
+def _epi(y2d: np.ndarray, b: np.ndarray, plan: _Plan):
+    """Bias + fused activation on a block of ``y2d`` (``fn(r0, r1, c0, c1)``), or None."""
+    if not b.size and plan.act[0] == ACT_NONE:
+        return None
+    act, params = plan.act[0], plan.params
+    return lambda r0, r1, c0, c1: bias_act_rows(y2d, b, act, params, r0, r1, c0, c1)
+
+
 @cpu_kernel("Conv")
 def Conv(layer, inputs):
     x, w = inputs[0], inputs[1]
@@ -243,60 +314,37 @@ def Conv(layer, inputs):
     if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
         return Conv(layer, [None if a is None else a.astype(np.float32)
                             for a in inputs]).astype(np.float16)
-    _check(layer, x, w)
-    g = conv_geometry(layer, x.shape, w.shape)
-    group = int(layer.attr("group", 1) or 1)
+    plan = _plan(layer, x, w, bias)
     N, C = x.shape[:2]
-    M = w.shape[0]
-    Cg, Mg = C // group, M // group
-    if C != w.shape[1] * group or M % group:
-        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
-    out = np.empty((N, M, *g.out_shape), x.dtype)
-    P = int(np.prod(g.out_shape))
+    group, Cg, Mg, P = plan.group, plan.Cg, plan.Mg, plan.P
+    M = Mg * group
+    out = np.empty((N, M, *plan.out_shape), x.dtype)
     out3 = out.reshape(N, M, P)
     x = carr(x)
-    act = activation_of(layer)
-    if g.rank == 2 and group == C and w.shape[1] == 1:
-        gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
-        w3 = carr(w.reshape(M, *g.kernel))
-        b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
-        params = np.array(act[1:], x.dtype)
-        grain = max(1, 400_000 // max(1, P * w3[0].size))  # ~50 us a chunk: pays the hand-off
+    if plan.kind == "depthwise":
+        gd, w3, b, act0, params = plan.gd, plan.w3, plan.b, plan.act[0], plan.params
         for n in range(N):
             threads.parallel_for(
-                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, act[0], params,
-                                                lo, hi), M, grain=grain)
+                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, act0, params,
+                                                lo, hi), M, grain=plan.grain)
         return out
-    K = int(np.prod(g.kernel))
-    w2 = np.ascontiguousarray(w.reshape(M, Cg * K))
+    K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
-    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
-    gi = _geom(g, g.out_shape)
-    if pointwise:
+    if plan.kind == "pointwise":
         for n in range(N):
             for k in range(group):
                 og = out3[n, k * Mg:(k + 1) * Mg]
                 threads.matmul(w2[k * Mg:(k + 1) * Mg], x5[n, k * Cg:(k + 1) * Cg].reshape(Cg, P),
-                               og, after=epilogue_fn(og, None if bias is None else
-                                                     bias[k * Mg:(k + 1) * Mg], act))
+                               og, after=_epi(og, plan.bg[k], plan))
         return out
-    ow = gi[-1]
-    rows = gi[-3] * gi[-2]
-    # Large outputs: im2col + sgemm tile by tile (whole output rows), so a tile's patch matrix
-    # is still in the core's cache for its product and tiles spread over the threads. A tile
-    # has at least as many columns as the weights have rows, else re-reading the weights per
-    # tile costs more than the patch traffic saved. Small outputs: one patch matrix, with the
-    # product's rows split over the threads.
-    per = max(1, max(TILE_COLS, Mg, 65536 // (Cg * K)) // ow)
-    ntiles = -(-rows // per)
-    tiled = ntiles >= 2 * threads.threads()
+    ow, rows, per = plan.ow, plan.rows, plan.per
     for n in range(N):
         for k in range(group):
             xg = x5[n, k * Cg:(k + 1) * Cg]
             wg = w2[k * Mg:(k + 1) * Mg]
             og = out3[n, k * Mg:(k + 1) * Mg]
-            epi = epilogue_fn(og, None if bias is None else bias[k * Mg:(k + 1) * Mg], act)
-            if not tiled:
+            epi = _epi(og, plan.bg[k], plan)
+            if not plan.tiled:
                 cols = _SCRATCH.get((Cg * K, P), x.dtype)
                 threads.parallel_for(
                     lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi, 0, rows),
@@ -313,7 +361,7 @@ def Conv(layer, inputs):
                     if epi is not None:
                         epi(0, Mg, s0 * ow, s1 * ow)
 
-            threads.parallel_for(tile, ntiles)
+            threads.parallel_for(tile, plan.ntiles)
     return out
 
 
