@@ -148,12 +148,34 @@ def Conv(layer, inputs):
         return out
     K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
-    if plan.kind == "pointwise":
+    if plan.kind == "pointwise" and group == 1:
         for n in range(N):
-            for k in range(group):
+            og = out3[n]
+            threads.matmul(w2, x5[n].reshape(Cg, P), og, after=_epi(og, plan.bg[0], plan))
+        return out
+    if plan.kind == "pointwise":
+        # grouped: one parallel loop over (image, group, column block) products, not a
+        # small split product per group
+        x3 = x5.reshape(N, C, P)
+        nt = threads.threads()
+        blocks = max(1, min(-(-P // 256), -(-2 * nt // (N * group))))
+
+        def products(i0, i1):
+            for i in range(i0, i1):
+                n, k, j = i // (group * blocks), (i // blocks) % group, i % blocks
+                c0, c1 = P * j // blocks, P * (j + 1) // blocks
                 og = out3[n, k * Mg:(k + 1) * Mg]
-                threads.matmul(w2[k * Mg:(k + 1) * Mg], x5[n, k * Cg:(k + 1) * Cg].reshape(Cg, P),
-                               og, after=_epi(og, plan.bg[k], plan))
+                np.matmul(w2[k * Mg:(k + 1) * Mg], x3[n, k * Cg:(k + 1) * Cg, c0:c1],
+                          out=og[:, c0:c1])
+                epi = _epi(og, plan.bg[k], plan)
+                if epi is not None:
+                    epi(0, Mg, c0, c1)
+
+        items = N * group * blocks
+        if N * M * Cg * P < threads.SPLIT_MIN_FLOPS:
+            products(0, items)
+        else:
+            threads.parallel_for(products, items)
         return out
     ow, rows, per = plan.ow, plan.rows, plan.per
     for n in range(N):
