@@ -38,7 +38,7 @@ class _Scratch(threading.local):
 
 _SCRATCH = _Scratch()
 #: fewest output positions per im2col tile (rounded down to whole output rows)
-TILE_COLS = 256
+TILE_COLS = 512
 
 
 def _as3d(shape) -> tuple[int, ...]:
