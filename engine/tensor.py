@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from engine import executor
+from engine.errors import EngineError
 from engine.ops.base import Meta
 
 
@@ -117,7 +118,14 @@ class Tensor:
                 return
             inner.add_done_callback(lambda f: _copy_future(f, result))
 
-        self._stored.add_done_callback(lambda f: executor.submit(start, f))
+        def queue_start(stored_future: Future) -> None:
+            try:
+                executor.submit(start, stored_future)
+            except RuntimeError as exc:  # the interpreter is shutting down
+                if not result.done():
+                    result.set_exception(EngineError(f"readback abandoned: {exc}"))
+
+        self._stored.add_done_callback(queue_start)
 
     def is_readback_request_done(self) -> bool:
         """Non-blocking: True when ``readback_and_clone`` will return immediately."""

@@ -22,7 +22,7 @@ from engine import BackendType
 from workbench import theme
 from workbench.controller import EngineController, LoadedModel, RunResult
 from workbench.paths import DEMO_MODEL, RESOURCES
-from workbench.priority import deprioritize_other_threads, native_id
+from workbench.priority import deprioritize_other_threads, native_id, restore
 from workbench.window_files import WindowFiles
 from workbench.window_ui import WindowUi
 
@@ -81,9 +81,10 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         # compute threads (engine, Numba, a software GPU) yield the CPU to this UI thread;
         # threads appear as backends start, so look again now and then
         self._ui_tid = native_id()
+        self._reniced: dict[int, int] = {}
         self._nice_timer = QTimer(self)
         self._nice_timer.timeout.connect(
-            lambda: deprioritize_other_threads({self._ui_tid}))
+            lambda: deprioritize_other_threads({self._ui_tid}, changed=self._reniced))
         self._nice_timer.start(1500)
         self._build_ui()
         self._connect()
@@ -275,6 +276,9 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
             self._result_timer.start(int(wait) + 1)
 
     def _consume_result(self) -> None:
+        if self._stages:  # the previous result is still being shown: take the next after it
+            self._result_timer.start(STAGE_MS)
+            return
         result: RunResult | None = self.controller.take_result()
         if result is None or result.token != self._token:
             return
@@ -410,4 +414,6 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
     def closeEvent(self, event) -> None:
         self.stop_run()
         self.controller.shutdown(timeout=3.0)
+        self._nice_timer.stop()
+        restore(self._reniced)
         super().closeEvent(event)

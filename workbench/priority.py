@@ -18,11 +18,15 @@ def native_id() -> int:
     return threading.get_native_id()
 
 
-def deprioritize_other_threads(keep: set[int], nice: int = 5) -> int:
-    """Set ``nice`` on every thread of this process not in ``keep``; returns how many changed."""
+def deprioritize_other_threads(keep: set[int], nice: int = 5,
+                               changed: dict[int, int] | None = None) -> int:
+    """Set ``nice`` on every thread of this process not in ``keep``; returns how many changed.
+
+    ``changed`` collects {thread id: previous nice} for ``restore``.
+    """
     if not hasattr(os, "setpriority") or not os.path.isdir(TASKS):
         return 0
-    changed = 0
+    count = 0
     try:
         tids = [int(t) for t in os.listdir(TASKS)]
     except OSError:
@@ -31,9 +35,23 @@ def deprioritize_other_threads(keep: set[int], nice: int = 5) -> int:
         if tid in keep:
             continue
         try:
-            if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+            before = os.getpriority(os.PRIO_PROCESS, tid)
+            if before < nice:
                 os.setpriority(os.PRIO_PROCESS, tid, nice)
-                changed += 1
+                count += 1
+                if changed is not None:
+                    changed.setdefault(tid, before)
         except OSError:  # the thread ended meanwhile, or the system does not allow it
             continue
-    return changed
+    return count
+
+
+def restore(changed: dict[int, int]) -> None:
+    """Give threads back their previous nice value where the system allows it (the window
+    closes; the process may go on, as under a test runner)."""
+    for tid, before in changed.items():
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, before)
+        except OSError:  # ended, or lowering nice needs a privilege this process lacks
+            continue
+    changed.clear()

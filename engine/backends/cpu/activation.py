@@ -67,8 +67,20 @@ def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
     p0, p1 = params[0], params[1]
     for r in range(r0, r1):
         b = bias[r] if bias.shape[0] > 0 else p0 * 0
-        for c in range(c0, c1):
-            y[r, c] = _act(y[r, c] + b, act, p0, p1)
+        # rows indexed from 0 (no negative-index wraparound) and the common activations in
+        # their own branch-free loops, so that LLVM vectorises them
+        row = y[r, c0:c1]
+        zero = p0 * 0
+        if act == ACT_NONE:
+            for c in range(c1 - c0):
+                row[c] += b
+        elif act == ACT_RELU:
+            for c in range(c1 - c0):
+                v = row[c] + b
+                row[c] = v if v > zero else zero
+        else:
+            for c in range(c1 - c0):
+                row[c] = _act(row[c] + b, act, p0, p1)
 
 
 def epilogue_fn(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float, float]):

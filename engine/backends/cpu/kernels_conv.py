@@ -1,11 +1,12 @@
-"""Conv and ConvTranspose on the CPU.
+"""Conv and ConvTranspose on the CPU (the Numba kernels are in ``conv_numba``).
 
 Every case is run as 3-D (1-D and 2-D inputs get leading size-1 spatial axes). Group
 convolutions are lowered to BLAS sgemm per group: pointwise ones straight on the input,
-others on an im2col matrix built by a parallel Numba kernel. Depthwise 2-D convolutions
-(one input channel per group) use a direct Numba kernel, which beats sgemm on such thin
-matrices. ConvTranspose is sgemm followed by a parallel col2im scatter. Bias and the fused
-activation (``engine.passes.fusion``) are applied by one epilogue pass.
+others on im2col patch matrices, built and multiplied tile by tile on large outputs.
+Depthwise 2-D convolutions (one input channel per group) use a direct Numba kernel, which
+beats sgemm on such thin matrices. ConvTranspose is sgemm followed by a parallel col2im
+scatter. Bias and the fused activation (``engine.passes.fusion``) are applied to each
+block of the output right after it is computed.
 """
 
 from __future__ import annotations
@@ -13,106 +14,13 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import activation_of, carr, epilogue, epilogue_fn
+from engine.backends.cpu.activation import ACT_NONE, activation_of, bias_act_rows, carr, epilogue
+from engine.backends.cpu.conv_numba import col2im, depthwise2d, im2col
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
-
-
-@njit(nogil=True, cache=True)
-def im2col(x, cols, g, r0, r1):
-    """x: (C, D, H, W); cols: (C*kd*kh*kw, od*oh*ow). ``g`` = kernel, strides, dilations,
-    pads_begin and output size, 3 values each (15 ints)."""
-    kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, od, oh, ow = g
-    C, D, H, W = x.shape
-    K = kd * kh * kw
-    for r in range(r0, r1):
-        c = r // K
-        t = r % K
-        a = t // (kh * kw)
-        b = (t // kw) % kh
-        e = t % kw
-        off = e * dw - pw
-        q0 = min(ow, max(0, (-off + sw - 1) // sw))
-        q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
-        for z in range(od):
-            iz = z * sd - pd + a * dd
-            for y in range(oh):
-                iy = y * sh - ph + b * dh
-                base = (z * oh + y) * ow
-                if iz < 0 or iz >= D or iy < 0 or iy >= H:
-                    for q in range(ow):
-                        cols[r, base + q] = 0
-                    continue
-                for q in range(q0):
-                    cols[r, base + q] = 0
-                if sw == 1:  # unit stride: a contiguous, vectorisable copy
-                    for q in range(q0, q1):
-                        cols[r, base + q] = x[c, iz, iy, q + off]
-                else:
-                    for q in range(q0, q1):
-                        cols[r, base + q] = x[c, iz, iy, q * sw + off]
-                for q in range(q1, ow):
-                    cols[r, base + q] = 0
-
-
-@njit(nogil=True, cache=True)
-def col2im(cols, out, g, m0, m1):
-    """Scatter-add of ConvTranspose columns. cols: (M*K, id*ih*iw); out: (M, OD, OH, OW), zeroed.
-    ``g`` = kernel, strides, dilations, pads_begin and the *input* spatial size."""
-    kd, kh, kw, sd, sh, sw, dd, dh, dw, pd, ph, pw, idd, ih, iw = g
-    M, OD, OH, OW = out.shape
-    K = kd * kh * kw
-    for m in range(m0, m1):
-        for t in range(K):
-            a = t // (kh * kw)
-            b = (t // kw) % kh
-            e = t % kw
-            r = m * K + t
-            for z in range(idd):
-                oz = z * sd - pd + a * dd
-                if oz < 0 or oz >= OD:
-                    continue
-                for y in range(ih):
-                    oy = y * sh - ph + b * dh
-                    if oy < 0 or oy >= OH:
-                        continue
-                    base = (z * ih + y) * iw
-                    for q in range(iw):
-                        ox = q * sw - pw + e * dw
-                        if 0 <= ox < OW:
-                            out[m, oz, oy, ox] += cols[r, base + q]
-
-
-@njit(nogil=True, cache=True)
-def depthwise2d(x, w, out, g, mult, m0, m1):
-    """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow)."""
-    kh, kw, sh, sw, dh, dw, ph, pw = g
-    C, H, W = x.shape
-    M, oh, ow = out.shape
-    for m in range(m0, m1):
-        c = m // mult
-        for y in range(oh):
-            row = out[m, y]
-            row[:] = 0
-            for i in range(kh):
-                iy = y * sh - ph + i * dh
-                if iy < 0 or iy >= H:
-                    continue
-                for j in range(kw):
-                    wv = w[m, i, j]
-                    off = j * dw - pw
-                    q0 = min(ow, max(0, (-off + sw - 1) // sw))
-                    q1 = max(q0, min(ow, (W - 1 - off) // sw + 1))
-                    if sw == 1:
-                        for q in range(q0, q1):
-                            row[q] += wv * x[c, iy, q + off]
-                    else:
-                        for q in range(q0, q1):
-                            row[q] += wv * x[c, iy, q * sw + off]
 
 
 class _Scratch(threading.local):
@@ -129,6 +37,8 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
+#: fewest output positions per im2col tile (rounded down to whole output rows)
+TILE_COLS = 512
 
 
 def _as3d(shape) -> tuple[int, ...]:
@@ -151,54 +61,147 @@ def _check(layer, x: np.ndarray, w: np.ndarray) -> None:
                           f"of one dtype, got {x.dtype} and {w.dtype}")
 
 
+class _Plan:
+    """What a Conv layer derives from its attributes, input shape and weights: computed at
+    its first run and kept on the layer while the weights (model constants) stay the same
+    objects, so later runs skip the geometry, weight reshapes and epilogue set-up."""
+
+    __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
+                 "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
+                 "ntiles", "tiled", "bg")
+
+
+def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
+    key = (x.shape, x.dtype, threads.threads())
+    plan = layer.__dict__.get("_cpu_conv_plan")
+    if plan is not None and plan.key == key and plan.w is w and plan.bias is bias:
+        return plan
+    _check(layer, x, w)
+    g = conv_geometry(layer, x.shape, w.shape)
+    group = int(layer.attr("group", 1) or 1)
+    C, M = x.shape[1], w.shape[0]
+    if C != w.shape[1] * group or M % group:
+        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
+    plan = _Plan()
+    plan.key, plan.w, plan.bias = key, w, bias
+    plan.out_shape, plan.group = tuple(g.out_shape), group
+    plan.Cg, plan.Mg = C // group, M // group
+    plan.P = P = int(np.prod(g.out_shape))
+    plan.act = act = activation_of(layer)
+    plan.params = np.array(act[1:], x.dtype)
+    b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
+    if g.rank == 2 and group == C and w.shape[1] == 1:
+        plan.kind = "depthwise"
+        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.w3 = carr(w.reshape(M, *g.kernel))
+        plan.b = b
+        plan.grain = max(1, 400_000 // max(1, P * plan.w3[0].size))  # ~50 us a chunk
+        layer.__dict__["_cpu_conv_plan"] = plan
+        return plan
+    plan.K = K = int(np.prod(g.kernel))
+    plan.w2 = carr(w.reshape(M, plan.Cg * K))
+    plan.bg = [b[k * plan.Mg:(k + 1) * plan.Mg] if b.size else b for k in range(group)]
+    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
+    plan.kind = "pointwise" if pointwise else "im2col"
+    plan.gi = gi = _geom(g, g.out_shape)
+    plan.ow, plan.rows = gi[-1], gi[-3] * gi[-2]
+    # Large outputs: im2col + sgemm tile by tile (whole output rows), so a tile's patch matrix
+    # is still in the core's cache for its product and tiles spread over the threads. A tile
+    # has at least as many columns as the weights have rows (else re-reading the weights per
+    # tile costs more than the patch traffic saved) and at least 64K patch elements. Small
+    # outputs: one patch matrix, with the product's rows split over the threads.
+    plan.per = max(1, max(TILE_COLS, plan.Mg, 65536 // (plan.Cg * K)) // plan.ow)
+    plan.ntiles = -(-plan.rows // plan.per)
+    plan.tiled = plan.ntiles >= 2 * key[2]
+    layer.__dict__["_cpu_conv_plan"] = plan
+    return plan
+
+
+def _epi(y2d: np.ndarray, b: np.ndarray, plan: _Plan):
+    """Bias + fused activation on a block of ``y2d`` (``fn(r0, r1, c0, c1)``), or None."""
+    if not b.size and plan.act[0] == ACT_NONE:
+        return None
+    act, params = plan.act[0], plan.params
+    return lambda r0, r1, c0, c1: bias_act_rows(y2d, b, act, params, r0, r1, c0, c1)
+
+
 @cpu_kernel("Conv")
 def Conv(layer, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    _check(layer, x, w)
-    g = conv_geometry(layer, x.shape, w.shape)
-    group = int(layer.attr("group", 1) or 1)
+    if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+        return Conv(layer, [None if a is None else a.astype(np.float32)
+                            for a in inputs]).astype(np.float16)
+    plan = _plan(layer, x, w, bias)
     N, C = x.shape[:2]
-    M = w.shape[0]
-    Cg, Mg = C // group, M // group
-    if C != w.shape[1] * group or M % group:
-        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
-    out = np.empty((N, M, *g.out_shape), x.dtype)
-    P = int(np.prod(g.out_shape))
+    group, Cg, Mg, P = plan.group, plan.Cg, plan.Mg, plan.P
+    M = Mg * group
+    out = np.empty((N, M, *plan.out_shape), x.dtype)
     out3 = out.reshape(N, M, P)
     x = carr(x)
-    act = activation_of(layer)
-    if g.rank == 2 and group == C and w.shape[1] == 1:
-        gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
-        w3 = carr(w.reshape(M, *g.kernel))
+    if plan.kind == "depthwise":
+        gd, w3, b, act0, params = plan.gd, plan.w3, plan.b, plan.act[0], plan.params
         for n in range(N):
-            epi = epilogue_fn(out3[n], bias, act)
-
-            def chunk(lo, hi, n=n, epi=epi):
-                depthwise2d(x[n], w3, out[n], gd, M // C, lo, hi)
-                if epi is not None:
-                    epi(lo, hi)
-
-            threads.parallel_for(chunk, M, grain=max(1, 4096 // max(1, P)))
+            threads.parallel_for(
+                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, act0, params,
+                                                lo, hi), M, grain=plan.grain)
         return out
-    K = int(np.prod(g.kernel))
-    w2 = np.ascontiguousarray(w.reshape(M, Cg * K))
+    K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
-    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
-    gi = _geom(g, g.out_shape)
+    if plan.kind == "pointwise" and group == 1:
+        for n in range(N):
+            og = out3[n]
+            threads.matmul(w2, x5[n].reshape(Cg, P), og, after=_epi(og, plan.bg[0], plan))
+        return out
+    if plan.kind == "pointwise":
+        # grouped: one parallel loop over (image, group, column block) products, not a
+        # small split product per group
+        x3 = x5.reshape(N, C, P)
+        nt = threads.threads()
+        blocks = max(1, min(-(-P // 256), -(-2 * nt // (N * group))))
+
+        def products(i0, i1):
+            for i in range(i0, i1):
+                n, k, j = i // (group * blocks), (i // blocks) % group, i % blocks
+                c0, c1 = P * j // blocks, P * (j + 1) // blocks
+                og = out3[n, k * Mg:(k + 1) * Mg]
+                np.matmul(w2[k * Mg:(k + 1) * Mg], x3[n, k * Cg:(k + 1) * Cg, c0:c1],
+                          out=og[:, c0:c1])
+                epi = _epi(og, plan.bg[k], plan)
+                if epi is not None:
+                    epi(0, Mg, c0, c1)
+
+        items = N * group * blocks
+        if N * M * Cg * P < threads.SPLIT_MIN_FLOPS:
+            products(0, items)
+        else:
+            threads.parallel_for(products, items)
+        return out
+    ow, rows, per = plan.ow, plan.rows, plan.per
     for n in range(N):
         for k in range(group):
             xg = x5[n, k * Cg:(k + 1) * Cg]
-            if pointwise:
-                cols = xg.reshape(Cg, P)
-            else:
-                cols = _SCRATCH.get((Cg * K, P), x.dtype)
-                threads.parallel_for(lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi),
-                                     Cg * K, grain=max(1, 8192 // P))
+            wg = w2[k * Mg:(k + 1) * Mg]
             og = out3[n, k * Mg:(k + 1) * Mg]
-            threads.matmul(w2[k * Mg:(k + 1) * Mg], cols, og,
-                           after=epilogue_fn(og, None if bias is None else
-                                             bias[k * Mg:(k + 1) * Mg], act))
+            epi = _epi(og, plan.bg[k], plan)
+            if not plan.tiled:
+                cols = _SCRATCH.get((Cg * K, P), x.dtype)
+                threads.parallel_for(
+                    lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi, 0, rows),
+                    Cg * K, grain=max(1, 8192 // P))
+                threads.matmul(wg, cols, og, after=epi)
+                continue
+
+            def tile(t0, t1, xg=xg, wg=wg, og=og, epi=epi):
+                for s0 in range(t0 * per, min(rows, t1 * per), per):
+                    s1 = min(rows, s0 + per)
+                    cols = _SCRATCH.get((Cg * K, (s1 - s0) * ow), x.dtype)
+                    im2col(xg, cols, gi, 0, Cg * K, s0, s1)
+                    np.matmul(wg, cols, out=og[:, s0 * ow:s1 * ow])
+                    if epi is not None:
+                        epi(0, Mg, s0 * ow, s1 * ow)
+
+            threads.parallel_for(tile, plan.ntiles)
     return out
 
 
@@ -206,6 +209,9 @@ def Conv(layer, inputs):
 def ConvTranspose(layer, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
+    if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+        return ConvTranspose(layer, [None if a is None else a.astype(np.float32)
+                                     for a in inputs]).astype(np.float16)
     _check(layer, x, w)
     g = conv_transpose_geometry(layer, x.shape, w.shape)
     group = int(layer.attr("group", 1) or 1)

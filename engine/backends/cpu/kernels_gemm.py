@@ -3,6 +3,7 @@ epilogue for Gemm's bias and fused activation."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from engine.backends.cpu import threads
@@ -10,11 +11,18 @@ from engine.backends.cpu.activation import ACT_NONE, activation_of, epilogue
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 
+#: computed in float32 and rounded back once (BLAS has no half-precision products)
+_HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
+
 
 def _float(layer, *arrays) -> None:
     for a in arrays:
-        if a.dtype.kind not in "fiu":
+        if a.dtype.kind not in "fiu" and a.dtype not in _HALF:
             raise KernelError(f"layer {layer.name!r}: {layer.op_type} does not take {a.dtype}")
+
+
+def _widen(*arrays):
+    return [a.astype(np.float32) if a is not None and a.dtype in _HALF else a for a in arrays]
 
 
 @cpu_kernel("Gemm")
@@ -22,6 +30,9 @@ def Gemm(layer, inputs):
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     _float(layer, a, b)
+    if a.dtype in _HALF:
+        half = a.dtype
+        return Gemm(layer, _widen(a, b, c)).astype(half)
     if layer.attr("transA", 0):
         a = a.T
     if layer.attr("transB", 0):
@@ -50,4 +61,6 @@ def MatMul(layer, inputs):
     _float(layer, a, b)
     if a.dtype != b.dtype:
         raise KernelError(f"layer {layer.name!r}: MatMul of {a.dtype} and {b.dtype}")
+    if a.dtype in _HALF:
+        return np.matmul(*_widen(a, b)).astype(a.dtype)
     return np.matmul(a, b)

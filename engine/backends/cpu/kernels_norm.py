@@ -4,6 +4,7 @@ LogSoftmax as parallel Numba kernels."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from numba import njit
 
@@ -11,6 +12,8 @@ from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
+
+_HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
 
 
 @njit(nogil=True, cache=True)
@@ -112,28 +115,21 @@ def LayerNormalization(layer, inputs):
 
 
 @njit(nogil=True, cache=True)
-def lrn(x, out, size, alpha, beta, bias, r0, r1):
-    """x, out: (N, C, S). Cross-channel window [c - (size-1)//2, c + size//2 ... ]."""
+def lrn_sumsq(x, out, size, r0, r1):
+    """out[n, c] = sum of x[n, j]**2 over the channel window [c - (size-1)//2, c + size//2],
+    for rows (n*C + c) r0:r1 of x, out: (N, C, S); whole contiguous planes, so it vectorises."""
     N, C, S = x.shape
     lo_off = (size - 1) // 2
     hi_off = size - 1 - lo_off
-    k = alpha / size
     for r in range(r0, r1):
         n = r // C
         c = r % C
-        lo = max(0, c - lo_off)
-        hi = min(C - 1, c + hi_off)
-        for s in range(S):
-            acc = 0.0
-            for j in range(lo, hi + 1):
-                v = x[n, j, s]
-                acc += v * v
-            t = bias + k * acc
-            if beta == 0.75:
-                d = np.sqrt(t) * np.sqrt(np.sqrt(t))
-            else:
-                d = t ** beta
-            out[n, c, s] = x[n, c, s] / d
+        oc = out[n, c]
+        oc[:] = 0
+        for j in range(max(0, c - lo_off), min(C - 1, c + hi_off) + 1):
+            xj = x[n, j]
+            for s in range(S):
+                oc[s] += xj[s] * xj[s]
 
 
 @cpu_kernel("LRN")
@@ -143,9 +139,28 @@ def LRN(layer, inputs):
     N, C = x.shape[:2]
     out = np.empty_like(x, order="C")
     x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
-    args = (int(layer.attr("size")), float(layer.attr("alpha", 1e-4)),
-            float(layer.attr("beta", 0.75)), float(layer.attr("bias", 1.0)))
-    parallel_for(lambda lo, hi: lrn(x3, o3, *args, lo, hi), N * C)
+    x2, o2 = x3.reshape(N * C, -1), o3.reshape(N * C, -1)
+    size = int(layer.attr("size"))
+    k = x.dtype.type(float(layer.attr("alpha", 1e-4)) / size)
+    beta = float(layer.attr("beta", 0.75))
+    bias = x.dtype.type(float(layer.attr("bias", 1.0)))
+
+    def chunk(lo, hi):
+        # the power runs in NumPy: its SIMD sqrt/pow loops beat Numba's scalar ones here
+        lrn_sumsq(x3, o3, size, lo, hi)
+        t = o2[lo:hi]
+        t *= k
+        t += bias
+        if beta == 0.75:  # t ** 0.75 = sqrt(t) * sqrt(sqrt(t))
+            r = np.sqrt(t)
+            np.sqrt(r, out=t)
+            t *= r
+            np.divide(x2[lo:hi], t, out=t)
+        else:
+            np.power(t, -beta, out=t)
+            t *= x2[lo:hi]
+
+    parallel_for(chunk, N * C, grain=max(1, 16384 // max(1, x3.shape[2])))
     return out
 
 
@@ -173,7 +188,22 @@ def softmax(x, out, log, r0, r1):
                 out[o, j, i] = np.exp(x[o, j, i] - m) * inv
 
 
+def _softmax_numpy(layer, x, log, coerce_2d):
+    axis = int(layer.attr("axis", 1 if coerce_2d else -1))
+    axis = axis + x.ndim if axis < 0 else axis
+    shape = x.shape
+    if coerce_2d:
+        x = x.reshape(int(np.prod(shape[:axis], dtype=np.int64)), -1)
+        axis = 1
+    d = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(d)
+    s = e.sum(axis=axis, keepdims=True)
+    return (d - np.log(s) if log else e / s).reshape(shape)
+
+
 def _softmax(layer, x, log: bool, coerce_2d: bool):
+    if x.dtype in _HALF:
+        return _softmax_numpy(layer, x, log, coerce_2d)
     _float(layer, x)
     axis = int(layer.attr("axis", 1 if coerce_2d else -1))
     axis = axis + x.ndim if axis < 0 else axis

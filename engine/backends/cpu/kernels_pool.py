@@ -72,11 +72,16 @@ def pool3d(x, out, idx, g, mode, count_pad, p, col_major, r0, r1):
                         out[nc, z, y, q] = acc ** (1.0 / p)
 
 
-@njit(nogil=True, cache=True)
-def pool2d_separable(x, out, g, is_max, count_pad, r0, r1):
-    """Max/average 2-D pooling as a horizontal then a vertical pass (k + k taps, not k * k).
-    x: (NC, H, W); out: (NC, oh, ow); ``g``: kernel, strides, dilations, pads_begin and
-    explicit pads_end, 2 values each. Averages divide by valid (or in-pad) rows x columns."""
+@njit(nogil=True, cache=True, fastmath=True)
+def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
+    """Max/average 2-D pooling. x: (NC, H, W); out: (NC, oh, ow); ``g``: kernel, strides,
+    dilations, pads_begin and explicit pads_end, 2 values each.
+
+    Each plane is copied into a border of -inf (max) or 0 (average) split by stride phase
+    (``phase[a, b][r, q] = padded[r * sh + a, q * sw + b]``), so every tap is one contiguous
+    max/add over the flattened output plane: long vectorised loops with no bounds tests.
+    Averages divide by the valid (or, with ``count_pad``, in-pad) rows times columns.
+    """
     kh, kw, sh, sw, dh, dw, ph, pw, eh, ew = g
     NC, H, W = x.shape
     _, oh, ow = out.shape
@@ -85,47 +90,58 @@ def pool2d_separable(x, out, g, is_max, count_pad, r0, r1):
     cw = np.zeros(ow, np.float64)
     for q in range(ow):
         for j in range(kw):
-            ix = q * sw - pw + j * dw
-            if lo_x <= ix < hi_x:
+            if lo_x <= q * sw - pw + j * dw < hi_x:
                 cw[q] += 1
-    tmp = np.empty((H, ow), x.dtype)
+    cy = np.zeros(oh, np.float64)
+    for y in range(oh):
+        for i in range(kh):
+            if lo_y <= y * sh - ph + i * dh < hi_y:
+                cy[y] += 1
+    Hq = max(oh + ((kh - 1) * dh) // sh + 1, (H + ph + sh - 1) // sh)
+    Wq = max(ow + ((kw - 1) * dw) // sw, (W + pw + sw - 1) // sw)
+    fill = -np.inf if is_max else 0.0
+    pad = np.full((Hq * sh, Wq * sw), fill, x.dtype)
+    unit = sh == 1 and sw == 1
+    phases = pad.reshape(1, Hq, Wq) if unit else np.empty((sh * sw, Hq, Wq), x.dtype)
+    flat = phases.reshape(sh * sw, -1)
+    L = (oh - 1) * Wq + ow
+    acc = np.empty(L, x.dtype)
     for nc in range(r0, r1):
         for r in range(H):
-            for q in range(ow):
-                acc = -np.inf if is_max else 0.0
-                for j in range(kw):
-                    ix = q * sw - pw + j * dw
-                    if 0 <= ix < W:
-                        v = x[nc, r, ix]
-                        if is_max:
-                            acc = max(acc, v)
-                        else:
-                            acc += v
-                tmp[r, q] = acc
-        for y in range(oh):
-            row = out[nc, y]
-            first = True
-            cy = 0
-            for i in range(kh):
-                iy = y * sh - ph + i * dh
-                if lo_y <= iy < hi_y:
-                    cy += 1
-                if iy < 0 or iy >= H:
-                    continue
-                if first:
-                    row[:] = tmp[iy]
-                    first = False
-                elif is_max:
-                    for q in range(ow):
-                        row[q] = max(row[q], tmp[iy, q])
+            dst = pad[r + ph, pw:]
+            src = x[nc, r]
+            for q in range(W):
+                dst[q] = src[q]
+        if not unit:
+            for a in range(sh):
+                for b in range(sw):
+                    ph_ab = phases[a * sw + b]
+                    for r in range(Hq):
+                        prow = pad[r * sh + a, b::sw]
+                        drow = ph_ab[r]
+                        for q in range(Wq):
+                            drow[q] = prow[q]
+        acc[:] = fill
+        for i in range(kh):
+            a, ai = (i * dh) % sh, (i * dh) // sh
+            for j in range(kw):
+                b, bj = (j * dw) % sw, (j * dw) // sw
+                src = flat[a * sw + b, ai * Wq + bj:]
+                if is_max:
+                    for t in range(L):
+                        acc[t] = max(acc[t], src[t])
                 else:
-                    for q in range(ow):
-                        row[q] += tmp[iy, q]
-            if first:
-                row[:] = -np.inf if is_max else 0.0
-            if not is_max:
+                    for t in range(L):
+                        acc[t] += src[t]
+        for y in range(oh):
+            o = out[nc, y]
+            av = acc[y * Wq:]
+            if is_max:
                 for q in range(ow):
-                    row[q] = row[q] / max(cy * cw[q], 1.0)
+                    o[q] = av[q]
+            else:
+                for q in range(ow):
+                    o[q] = av[q] / max(cy[y] * cw[q], 1.0)
 
 
 @njit(nogil=True, cache=True)
@@ -171,7 +187,7 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         xs, os_ = carr(x).reshape(N * C, *x.shape[2:]), out.reshape(
             N * C, *g.out_shape)
         g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
-        parallel_for(lambda lo, hi: pool2d_separable(xs, os_, g2, mode == MAX, cp, lo, hi),
+        parallel_for(lambda lo, hi: pool2d_planes(xs, os_, g2, mode == MAX, cp, lo, hi),
                      N * C, grain=max(1, 8192 // max(1, xs.shape[1] * xs.shape[2])))
         return out
     xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))

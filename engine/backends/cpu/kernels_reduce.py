@@ -13,7 +13,7 @@ from engine.ops.reduce import REDUCE_OPS, reduce_axes, softmax_axis, topk_params
 
 def _identity(x: np.ndarray, low: bool) -> object:
     """The value an empty max (low=True) or min reduction yields."""
-    if x.dtype.kind == "f":
+    if x.dtype.kind == "f" or x.dtype.kind == "V":  # "V": ml_dtypes floats (bfloat16, ...)
         return -np.inf if low else np.inf
     if x.dtype.kind == "b":
         return not low

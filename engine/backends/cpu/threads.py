@@ -142,5 +142,5 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndar
             if after is not None:
                 after(lo, hi, 0, N)
 
-        parallel_for(rows, M, grain=64)
+        parallel_for(rows, M, grain=max(64, -(-M // (2 * threads()))))
     return out
