@@ -67,9 +67,10 @@ class Profile:
         """A plain-text per-layer table, slowest first when ``top`` is given."""
         rows = sorted(self.layers, key=lambda t: -t.ms)[:top] if top else self.layers
         width = max([len(t.name) for t in rows] + [5])
-        lines = [f"{'layer':<{width}}  {'op':<20} {'backend':<12} {'ms':>9}"]
+        lines = [f"{'layer':<{width}}  {'op':<20} {'backend':<12} {'ms':>9}  source"]
         for t in rows:
             mark = " (fallback)" if t.fallback else ""
-            lines.append(f"{t.name:<{width}}  {t.op_type:<20} {t.backend:<12} {t.ms:9.3f}{mark}")
+            lines.append(f"{t.name:<{width}}  {t.op_type:<20} {t.backend:<12} {t.ms:9.3f}  "
+                         f"{t.source}{mark}")
         lines.append(f"{'total (wall)':<{width}}  {'':<20} {'':<12} {self.total_ms:9.3f}")
         return "\n".join(lines)
