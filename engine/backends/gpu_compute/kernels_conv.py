@@ -154,11 +154,12 @@ def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
             for p0 in range(0, P, chunk):
                 cols = min(chunk, P - p0)
                 col = ctx.tensor(Meta((K, cols), np.dtype(np.float32)))
-                params = pack(K * cols, cols, p0, (n * C + g * cg) * H * W, H, W, OW, geo["KH"],
+                runs = -(-cols // 64)
+                params = pack(K * runs, cols, p0, (n * C + g * cg) * H * W, H, W, OW, geo["KH"],
                               geo["KW"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
-                              geo["dw"], 0)
+                              geo["dw"], runs)
                 ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
-                             -(-K * cols // 256))
+                             -(-K * runs // 64))
                 matmul(ctx, Operand(ins[1], K, 1, off=g * mg * K), Operand(col, cols, 1), y,
                        mg, cols, K, 1, None if bias is None else Operand(bias, 1, 0, off=g * mg),
                        act=act, ldc=P, c_off=(n * M + g * mg) * P + p0)
