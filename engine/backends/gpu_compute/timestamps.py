@@ -78,6 +78,7 @@ class Timestamps:
                 for layer, s, q in entries:
                     if layer is None:
                         continue
+                    # WebGPU timestamps are nanoseconds (checked on lavapipe against wall time)
                     ticks = int(stamps[s][q + 1]) - int(stamps[s][q])
                     times[layer] = times.get(layer, 0.0) + max(ticks, 0) * 1e-6
                 out.set_result(times)
