@@ -188,7 +188,7 @@ def Conv(layer, inputs):
                 cols = _SCRATCH.get((Cg * K, P), x.dtype)
                 threads.parallel_for(
                     lambda lo, hi, xg=xg, cols=cols: im2col(xg, cols, gi, lo, hi, 0, rows),
-                    Cg * K, grain=max(1, 8192 // P))
+                    Cg * K, grain=max(1, threads.SPLIT_MIN_ELEMENTS // P))
                 threads.matmul(wg, cols, og, after=epi)
                 continue
 

@@ -8,7 +8,7 @@ from numba import njit
 
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.threads import parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
 from engine.errors import KernelError
 from engine.ops.conv_pool import conv_geometry
 
@@ -189,14 +189,15 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
             N * C, *g.out_shape)
         g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
         parallel_for(lambda lo, hi: pool2d_planes(xs, os_, g2, mode == MAX, cp, lo, hi),
-                     N * C, grain=max(1, 8192 // max(1, xs.shape[1] * xs.shape[2])))
+                     N * C, grain=max(1, SPLIT_MIN_ELEMENTS // max(1, xs[0].size)))
         return out
     xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)
     o4 = out.reshape(N * C, *_as3d(g.out_shape, 1))
     i4 = idx.reshape(o4.shape) if want_idx else np.empty((0, 0, 0, 0), np.int64)
     cp, col = bool(layer.attr("count_include_pad", 0)), bool(layer.attr("storage_order", 0))
-    parallel_for(lambda lo, hi: pool3d(xs, o4, i4, gt, mode, cp, float(p), col, lo, hi), N * C)
+    parallel_for(lambda lo, hi: pool3d(xs, o4, i4, gt, mode, cp, float(p), col, lo, hi), N * C,
+                 grain=max(1, SPLIT_MIN_ELEMENTS // max(1, xs[0].size)))
     return (out, idx) if want_idx else out
 
 
@@ -224,7 +225,7 @@ def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
     out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
     x2, o1 = carr(x).reshape(N * C, -1), out.reshape(-1)
     parallel_for(lambda lo, hi: global_pool(x2, o1, mode, float(p), lo, hi), N * C,
-                 grain=max(1, 16384 // max(1, x2.shape[1])))
+                 grain=max(1, SPLIT_MIN_ELEMENTS // max(1, x2.shape[1])))
     return out
 
 
