@@ -145,22 +145,29 @@ def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
                     o[q] = red[q * sw] / max(cy[y] * cw[q], 1.0)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def global_pool(x, out, mode, p, r0, r1):
-    """x: (NC, S) -> out: (NC,), rows r0:r1."""
+    """x: (NC, S) -> out: (NC,), rows r0:r1. One loop per mode and reassociation allowed, so
+    the sums vectorise instead of waiting on one add after another."""
     S = x.shape[1]
     for r in range(r0, r1):
+        row = x[r]
         if mode == 0:
-            m = x[r, 0]
+            m = row[0]
             for s in range(1, S):
-                if x[r, s] > m:
-                    m = x[r, s]
+                if row[s] > m:
+                    m = row[s]
             out[r] = m
+        elif mode == 1:
+            acc = 0.0
+            for s in range(S):
+                acc += row[s]
+            out[r] = acc / S
         else:
             acc = 0.0
             for s in range(S):
-                acc += x[r, s] if mode == 1 else abs(x[r, s]) ** p
-            out[r] = acc / S if mode == 1 else acc ** (1.0 / p)
+                acc += abs(row[s]) ** p
+            out[r] = acc ** (1.0 / p)
 
 
 def _as3d(v, fill):
