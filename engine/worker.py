@@ -20,6 +20,8 @@ from engine import executor
 from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
+from engine.backends.cpu.interpreter import run_kernel
+from engine.backends.cpu.registry import KERNELS
 from engine.errors import EngineError, InputError
 from engine.model import Layer, Model, TensorSpec
 from engine.ops import op_for
@@ -68,6 +70,7 @@ class Worker:
         self.placement: dict[str, Placement] = self._plan()
         self._last_use = self._liveness()
         self._const_slots = {n: _Slot(_meta_of(v), cpu=v) for n, v in model.constants.items()}
+        self._cpu_steps: list[tuple] | None = None
         self._last_profile: Profile | None = None
         self._pending_profile: Future | None = None
         self._outputs: dict[str, Tensor] = {}
@@ -168,7 +171,66 @@ class Worker:
 
         return steps, finish
 
+    def _steps_on_cpu(self) -> list[tuple]:
+        """Per layer: (layer, kernel fn or None, input names, output names, names whose last
+        use it is): what the CPU backend's run loop needs, derived once."""
+        dead: list[list[str]] = [[] for _ in self.model.layers]
+        for n, i in self._last_use.items():
+            if i < len(dead) and n not in self._const_slots:
+                dead[i].append(n)
+        steps = []
+        for layer, gone in zip(self.model.layers, dead):
+            kernel = KERNELS.lookup(layer)
+            steps.append((layer, None if kernel is None else kernel.fn, layer.all_inputs(),
+                          [(i, n) for i, n in enumerate(layer.outputs) if n], gone))
+        return steps
+
     def _run(self, feeds: dict[str, Any], futures: dict[str, Future]) -> Iterator[Layer]:
+        backend, cpu = self._backend, self._cpu
+        if backend is cpu:
+            return self._run_on_cpu(feeds, futures)
+        return self._run_placed(feeds, futures)
+
+    def _run_on_cpu(self, feeds: dict[str, Any], futures: dict[str, Future]) -> Iterator[Layer]:
+        """The run loop of the CPU backend: plain values, no metadata or placement per layer
+        (small models run hundreds of layers of a few microseconds each)."""
+        cpu = self._cpu
+        free_released()
+        if self._cpu_steps is None:
+            self._cpu_steps = self._steps_on_cpu()
+        values: dict[str, Any] = dict(feeds)
+        values.update((n, s.cpu) for n, s in self._const_slots.items())
+        timings: list[LayerTiming] = []
+        add, clock, kind = timings.append, time.perf_counter, cpu.type.value
+        t_run = clock()
+        cpu.begin_run()
+        for layer, fn, in_names, out_names, gone in self._cpu_steps:
+            args = [values[n] if n else None for n in in_names]
+            t0 = clock()
+            if fn is None:  # no kernel: run_layer raises the user-facing error
+                outs = cpu.run_layer(layer, args, [None if a is None else _meta_of(a)
+                                                   for a in args])
+            else:
+                outs = run_kernel(fn, layer, args)
+            t1 = clock()
+            for i, name in out_names:
+                values[name] = outs[i]
+            add(LayerTiming(layer.name, layer.op_type, kind, (t1 - t0) * 1e3, "cpu-clock",
+                            False, (t0 - t_run) * 1e3))
+            for n in gone:
+                values.pop(n, None)
+            yield layer
+        cpu.flush()
+        for name, fut in futures.items():
+            if name not in values:
+                fut.set_exception(EngineError(f"output {name!r} was not computed"))
+            else:
+                value = values[name]
+                fut.set_result(Stored(cpu, value, _meta_of(value)))
+        self._finish_profile(timings, (clock() - t_run) * 1e3)
+
+    def _run_placed(self, feeds: dict[str, Any], futures: dict[str, Future]
+                    ) -> Iterator[Layer]:
         backend, cpu = self._backend, self._cpu
         free_released()
         slots: dict[str, _Slot] = {n: _Slot(_meta_of(v), cpu=v) for n, v in feeds.items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.model import Layer
@@ -36,9 +38,9 @@ class Reshape(Op):
         if not allowzero:
             target = [x.shape[i] if v == 0 else v for i, v in enumerate(target)]
         if -1 in target:
-            known = int(np.prod([v for v in target if v != -1], dtype=np.int64))
+            known = math.prod(v for v in target if v != -1)
             target[target.index(-1)] = x.size // known if known else 0
-        if int(np.prod(target, dtype=np.int64)) != x.size:
+        if math.prod(target) != x.size:
             raise ValueError(f"cannot reshape {list(x.shape)} to {list(shape.value)}")
         return [Meta(tuple(target), x.dtype)]
 
@@ -52,7 +54,7 @@ class Flatten(Op):
         if not -rank <= axis <= rank:
             raise ValueError(f"Flatten: axis {axis} out of range for rank {rank}")
         axis = axis + rank if axis < 0 else axis
-        outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+        outer = int(math.prod(x.shape[:axis]))
         return [Meta((outer, x.size // outer if outer else 0), x.dtype)]
 
 

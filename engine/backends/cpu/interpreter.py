@@ -15,8 +15,13 @@ def run_layer(layer: Layer, inputs: list[Any]) -> list[Any]:
     if kernel is None:
         raise UnsupportedOpError(f"layer {layer.name!r}: the CPU has no {layer.op_type} kernel "
                                  f"(opset {layer.opset})")
+    return run_kernel(kernel.fn, layer, inputs)
+
+
+def run_kernel(fn, layer: Layer, inputs: list[Any]) -> list[Any]:
+    """Run ``fn``, the CPU kernel ``KERNELS.lookup(layer)`` found, as ``run_layer`` does."""
     try:
-        result = kernel.fn(layer, inputs)
+        result = fn(layer, inputs)
     except (KernelError, UnsupportedOpError):
         raise
     except Exception as exc:

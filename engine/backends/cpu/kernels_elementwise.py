@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.cpu.activation import relu_into
 from engine.backends.cpu.registry import cpu_kernel
 
 
@@ -37,6 +38,10 @@ for _name, _fn in _UNARY.items():
 @cpu_kernel("Relu")
 def Relu(layer, inputs):
     x = inputs[0]
+    if x.dtype in (np.float32, np.float64) and x.flags.c_contiguous:
+        out = np.empty_like(x)
+        relu_into(x.reshape(-1), out.reshape(-1))
+        return out
     return np.maximum(x, x.dtype.type(0))
 
 

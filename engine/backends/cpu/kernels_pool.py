@@ -8,7 +8,7 @@ from numba import njit
 
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.threads import parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
 from engine.errors import KernelError
 from engine.ops.conv_pool import conv_geometry
 
@@ -77,10 +77,11 @@ def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
     """Max/average 2-D pooling. x: (NC, H, W); out: (NC, oh, ow); ``g``: kernel, strides,
     dilations, pads_begin and explicit pads_end, 2 values each.
 
-    Each plane is copied into a border of -inf (max) or 0 (average) split by stride phase
-    (``phase[a, b][r, q] = padded[r * sh + a, q * sw + b]``), so every tap is one contiguous
-    max/add over the flattened output plane: long vectorised loops with no bounds tests.
-    Averages divide by the valid (or, with ``count_pad``, in-pad) rows times columns.
+    Separable, so every inner loop is contiguous and vectorises: per output row, the valid
+    input rows of its window are reduced into a padded row buffer (border of -inf or 0),
+    that row is reduced over the kernel width at stride 1, and the output takes every
+    ``sw``-th value. Averages divide by the valid (or, with ``count_pad``, in-pad) rows
+    times columns.
     """
     kh, kw, sh, sw, dh, dw, ph, pw, eh, ew = g
     NC, H, W = x.shape
@@ -97,69 +98,76 @@ def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
         for i in range(kh):
             if lo_y <= y * sh - ph + i * dh < hi_y:
                 cy[y] += 1
-    Hq = max(oh + ((kh - 1) * dh) // sh + 1, (H + ph + sh - 1) // sh)
-    Wq = max(ow + ((kw - 1) * dw) // sw, (W + pw + sw - 1) // sw)
+    span = (kw - 1) * dw
+    Wp = max(pw + W, (ow - 1) * sw + span + 1)
+    L = (ow - 1) * sw + 1
     fill = -np.inf if is_max else 0.0
-    pad = np.full((Hq * sh, Wq * sw), fill, x.dtype)
-    unit = sh == 1 and sw == 1
-    phases = pad.reshape(1, Hq, Wq) if unit else np.empty((sh * sw, Hq, Wq), x.dtype)
-    flat = phases.reshape(sh * sw, -1)
-    L = (oh - 1) * Wq + ow
-    acc = np.empty(L, x.dtype)
+    row = np.full(Wp, fill, x.dtype)
+    red = np.empty(L, x.dtype)
+    vals = row[pw:pw + W]
     for nc in range(r0, r1):
-        for r in range(H):
-            dst = pad[r + ph, pw:]
-            src = x[nc, r]
-            for q in range(W):
-                dst[q] = src[q]
-        if not unit:
-            for a in range(sh):
-                for b in range(sw):
-                    ph_ab = phases[a * sw + b]
-                    for r in range(Hq):
-                        prow = pad[r * sh + a, b::sw]
-                        drow = ph_ab[r]
-                        for q in range(Wq):
-                            drow[q] = prow[q]
-        acc[:] = fill
-        for i in range(kh):
-            a, ai = (i * dh) % sh, (i * dh) // sh
-            for j in range(kw):
-                b, bj = (j * dw) % sw, (j * dw) // sw
-                src = flat[a * sw + b, ai * Wq + bj:]
+        for y in range(oh):
+            first = True
+            for i in range(kh):
+                r = y * sh - ph + i * dh
+                if r < 0 or r >= H:
+                    continue
+                src = x[nc, r]
+                if first:
+                    for t in range(W):
+                        vals[t] = src[t]
+                    first = False
+                elif is_max:
+                    for t in range(W):
+                        vals[t] = max(vals[t], src[t])
+                else:
+                    for t in range(W):
+                        vals[t] += src[t]
+            if first:
+                for t in range(W):
+                    vals[t] = fill
+            for t in range(L):
+                red[t] = row[t]
+            for j in range(1, kw):
+                sj = row[j * dw:]
                 if is_max:
                     for t in range(L):
-                        acc[t] = max(acc[t], src[t])
+                        red[t] = max(red[t], sj[t])
                 else:
                     for t in range(L):
-                        acc[t] += src[t]
-        for y in range(oh):
+                        red[t] += sj[t]
             o = out[nc, y]
-            av = acc[y * Wq:]
             if is_max:
                 for q in range(ow):
-                    o[q] = av[q]
+                    o[q] = red[q * sw]
             else:
                 for q in range(ow):
-                    o[q] = av[q] / max(cy[y] * cw[q], 1.0)
+                    o[q] = red[q * sw] / max(cy[y] * cw[q], 1.0)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, fastmath={"reassoc", "contract"})
 def global_pool(x, out, mode, p, r0, r1):
-    """x: (NC, S) -> out: (NC,), rows r0:r1."""
+    """x: (NC, S) -> out: (NC,), rows r0:r1. One loop per mode and reassociation allowed, so
+    the sums vectorise instead of waiting on one add after another."""
     S = x.shape[1]
     for r in range(r0, r1):
+        row = x[r]
         if mode == 0:
-            m = x[r, 0]
+            m = row[0]
             for s in range(1, S):
-                if x[r, s] > m:
-                    m = x[r, s]
+                if row[s] > m:
+                    m = row[s]
             out[r] = m
+        elif mode == 1:
+            acc = 0.0
+            for s in range(S):
+                acc += row[s]
+            out[r] = acc / S
         else:
             acc = 0.0
             for s in range(S):
-                acc += x[r, s] if mode == 1 else abs(x[r, s]) ** p
-            out[r] = acc / S if mode == 1 else acc ** (1.0 / p)
+                acc += abs(row[s]) ** p
+            out[r] = acc ** (1.0 / p)
 
 
 def _as3d(v, fill):
@@ -188,14 +196,15 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
             N * C, *g.out_shape)
         g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
         parallel_for(lambda lo, hi: pool2d_planes(xs, os_, g2, mode == MAX, cp, lo, hi),
-                     N * C, grain=max(1, 8192 // max(1, xs.shape[1] * xs.shape[2])))
+                     N * C, grain=max(1, SPLIT_MIN_ELEMENTS // max(1, xs[0].size)))
         return out
     xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)
     o4 = out.reshape(N * C, *_as3d(g.out_shape, 1))
     i4 = idx.reshape(o4.shape) if want_idx else np.empty((0, 0, 0, 0), np.int64)
     cp, col = bool(layer.attr("count_include_pad", 0)), bool(layer.attr("storage_order", 0))
-    parallel_for(lambda lo, hi: pool3d(xs, o4, i4, gt, mode, cp, float(p), col, lo, hi), N * C)
+    parallel_for(lambda lo, hi: pool3d(xs, o4, i4, gt, mode, cp, float(p), col, lo, hi), N * C,
+                 grain=max(1, SPLIT_MIN_ELEMENTS // max(1, xs[0].size)))
     return (out, idx) if want_idx else out
 
 
@@ -223,7 +232,7 @@ def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
     out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
     x2, o1 = carr(x).reshape(N * C, -1), out.reshape(-1)
     parallel_for(lambda lo, hi: global_pool(x2, o1, mode, float(p), lo, hi), N * C,
-                 grain=max(1, 16384 // max(1, x2.shape[1])))
+                 grain=max(1, SPLIT_MIN_ELEMENTS // max(1, x2.shape[1])))
     return out
 
 

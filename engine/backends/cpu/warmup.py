@@ -25,6 +25,7 @@ def _layer(op: str, outputs: int = 1, **attrs) -> Layer:
 def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     """(label, op types it covers, job)."""
     from engine.backends.cpu import kernels_conv as kc
+    from engine.backends.cpu import kernels_elementwise as ke
     from engine.backends.cpu import kernels_gemm as kg
     from engine.backends.cpu import kernels_norm as kn
     from engine.backends.cpu import kernels_pool as kp
@@ -55,6 +56,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
         ("LayerNormalization", ("LayerNormalization",), lambda: kn.LayerNormalization(
             _layer("LayerNormalization", 3), [r(2, 6), r(6), r(6)])),
         ("LRN", ("LRN",), lambda: kn.LRN(_layer("LRN", size=3), [x])),
+        ("Relu", ("Relu",), lambda: ke.Relu(_layer("Relu"), [x])),
         ("Softmax", ("Softmax", "LogSoftmax"), lambda: kn.Softmax_13(
             _layer("Softmax", axis=-1), [r(2, 7)])),
     ]
