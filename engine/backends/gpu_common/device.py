@@ -109,15 +109,34 @@ class GpuDevice:
         return "timestamp-query" in self.features
 
     # -- buffers and readback ---------------------------------------------------------------
+    def map_staging_async(self, staging, convert) -> Future:
+        """Map ``staging`` (a MAP_READ buffer that submitted work fills); the future gets
+        ``convert(bytes)``.
+
+        A short-lived helper thread waits on wgpu's promise and then reads and unmaps the
+        buffer, which nothing else touches, so the caller can poll ``future.done()`` without
+        blocking and without an event loop.
+        """
+        fut: Future = Future()
+        with gpu_errors("reading back from the GPU"):
+            promise = staging.map_async(self.wgpu.MapMode.READ)
+
+        def wait():
+            try:
+                promise.sync_wait()
+                raw = staging.read_mapped(copy=True)
+                staging.unmap()
+                fut.set_result(convert(raw))
+            except Exception as exc:  # delivered to whoever waits on the readback
+                fut.set_exception(GPUError(f"GPU readback failed: {exc}"))
+
+        threading.Thread(target=wait, name="gpu-readback", daemon=True).start()
+        return fut
+
     def read_buffer_async(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
                           offset: int = 0) -> Future:
-        """Copy ``src`` to a staging buffer and map it; the future gets the array.
-
-        The copy is submitted now; the mapping completes on wgpu's own poll thread, so the
-        caller can poll ``future.done()`` without blocking.
-        """
+        """Copy ``src`` to a staging buffer now and map it; the future gets the array."""
         wgpu = self.wgpu
-        fut: Future = Future()
         size = max(4, (nbytes + 3) // 4 * 4)
         with gpu_errors("reading a tensor back"):
             staging = self.device.create_buffer(
@@ -125,36 +144,11 @@ class GpuDevice:
             enc = self.device.create_command_encoder()
             enc.copy_buffer_to_buffer(src, offset, staging, 0, size)
             self.queue.submit([enc.finish()])
-            promise = staging.map_async(wgpu.MapMode.READ)
 
-        def done(_):
-            try:
-                data = staging.read_mapped(copy=True)
-                staging.unmap()
-                arr = np.frombuffer(data, dtype=np.uint8)[:nbytes].view(dtype).reshape(shape)
-                fut.set_result(arr.copy())
-            except Exception as exc:  # delivered to the reader
-                fut.set_exception(GPUError(f"readback failed: {exc}"))
+        def convert(raw) -> np.ndarray:
+            return np.frombuffer(raw, dtype=np.uint8)[:nbytes].view(dtype).reshape(shape).copy()
 
-        def failed(err):
-            fut.set_exception(GPUError(f"readback failed: {err}"))
-
-        self._attach_sync(promise, done, failed, fut)
-        return fut
-
-    def _attach_sync(self, promise, done, failed, fut: Future) -> None:
-        """Resolve ``fut`` from a helper thread waiting on the promise (no event loop needed)."""
-
-        def wait():
-            try:
-                promise.sync_wait()
-            except Exception as exc:
-                failed(exc)
-                return
-            if not fut.done():
-                done(None)
-
-        threading.Thread(target=wait, name="gpu-readback", daemon=True).start()
+        return self.map_staging_async(staging, convert)
 
     def read_buffer(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
                     offset: int = 0) -> np.ndarray:

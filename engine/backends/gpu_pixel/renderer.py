@@ -7,14 +7,12 @@ pipeline. All methods run on the engine thread.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Future
 
 import numpy as np
 
 from engine.backends.gpu_common import gpu_errors, load_shader
 from engine.backends.gpu_pixel.layout import TexLayout
-from engine.errors import GPUError
 
 FORMAT = "rgba32float"
 #: 32-bit words of the shaders' ``Params`` uniform block (common.wgsl)
@@ -206,22 +204,12 @@ class Renderer:
 
     def map_async(self, staging, dtype, convert) -> Future:
         """Map ``staging`` (already copied into by submitted work); the future gets its data."""
-        fut: Future = Future()
-        with gpu_errors("reading back from the GPU"):
-            promise = staging.map_async(self.wgpu.MapMode.READ)
 
-        def wait():
-            try:
-                promise.sync_wait()
-                raw = staging.read_mapped(copy=True)
-                staging.unmap()
-                data = np.frombuffer(raw, dtype=dtype)
-                fut.set_result(convert(data) if convert else data)
-            except Exception as exc:  # delivered to whoever waits
-                fut.set_exception(GPUError(f"GPU readback failed: {exc}"))
+        def to_array(raw):
+            data = np.frombuffer(raw, dtype=dtype)
+            return convert(data) if convert else data
 
-        threading.Thread(target=wait, name="pixel-readback", daemon=True).start()
-        return fut
+        return self.dev.map_staging_async(staging, to_array)
 
     def read_texture(self, tex: Tex, convert) -> Future:
         """Copy ``tex`` to a staging buffer and map it; ``convert`` gets (height, width, 4)."""
