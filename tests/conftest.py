@@ -51,3 +51,21 @@ def rng():
     seed = int.from_bytes(os.urandom(4), "little")
     print(f"rng seed {seed}")
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    """A shown workbench MainWindow with private settings, once every backend is probed."""
+    from PySide6.QtCore import QSettings
+
+    from workbench.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
+    w = MainWindow(settings=settings)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitUntil(lambda: all(r != "checking…" for r in w.backend_status.values()),
+                    timeout=60_000)
+    yield w
+    w.stop_run()
+    w.controller.shutdown()

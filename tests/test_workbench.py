@@ -9,28 +9,15 @@ import os
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QUrl
+from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 from PySide6.QtTest import QTest
 from test_workbench_helpers import block_model, failing_model, reference_blocks, unknown_op_model
 
 from engine import BackendType
-from workbench.main_window import DEMO_MODEL, RESOURCES, MainWindow
+from workbench.main_window import DEMO_MODEL, RESOURCES
 
 BLOCKS = 6
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitUntil(lambda: all(r != "checking…" for r in w.backend_status.values()),
-                    timeout=60_000)
-    yield w
-    w.stop_run()
-    w.controller.shutdown()
 
 
 @pytest.fixture

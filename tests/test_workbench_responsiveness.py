@@ -8,26 +8,11 @@ noisy. ``scripts/measure_ui.py`` prints the real numbers.
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QApplication
 from test_workbench_helpers import block_model
 
 from engine import BackendType, zoo
 from workbench.diagnostics import measure_continuous, measure_load
-from workbench.main_window import MainWindow
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.Format.IniFormat)
-    w = MainWindow(settings=settings)
-    qtbot.addWidget(w)
-    w.show()
-    qtbot.waitUntil(lambda: all(r != "checking…" for r in w.backend_status.values()),
-                    timeout=60_000)
-    yield w
-    w.stop_run()
-    w.controller.shutdown()
 
 
 @pytest.mark.parametrize("kind", list(BackendType), ids=lambda k: k.name)
