@@ -111,6 +111,8 @@ class Model(Graph):
     path: str | None = None
     #: what the import passes did, for ``inspect`` (e.g. {"folded": 12, "fused": 3})
     pass_stats: dict[str, int] = field(default_factory=dict)
+    #: tensors that fusion removed -> the name of the fused layer that absorbed them
+    fused_away: dict[str, str] = field(default_factory=dict)
 
     @property
     def opset(self) -> int:

@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper
 from engine.errors import ModelLoadError
 from engine.model import Graph, Layer, Model, TensorSpec
 from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_graph
+from engine.symbols import freshen_anonymous_dims
 
 __all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_dtype"]
 
@@ -221,6 +222,7 @@ class ModelLoader:
 
 def _model(proto: onnx.ModelProto) -> Model:
     opsets = check_opsets(proto)
+    freshen_anonymous_dims(proto.graph)
     validate_graph(proto.graph, set(), opsets)
     try:
         onnx.checker.check_model(proto)

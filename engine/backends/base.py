@@ -97,8 +97,11 @@ class KernelTable:
         if k.check is not None:
             try:
                 return k.check(layer, metas)
-            except Exception as exc:  # a check must never take the planner down
-                return f"{self.backend_name} cannot check {layer.op_type}: {exc}"
+            except Exception:  # a check must never take the planner down (nor its text)
+                shapes = ", ".join("none" if m is None else
+                                   f"{np.dtype(m.dtype).name}{list(m.shape)}" for m in metas)
+                return (f"the {self.backend_name} {layer.op_type} kernel does not handle "
+                        f"inputs {shapes}")
         return None
 
     def op_types(self) -> set[str]:
@@ -110,6 +113,11 @@ class Backend(ABC):
 
     type: BackendType
     kernels: KernelTable
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` released the backend's resources (handles are invalid)."""
+        return bool(getattr(self, "_closed", False))
 
     def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
         """None if this backend runs ``layer`` natively, else the reason for CPU fallback."""
