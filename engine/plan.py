@@ -30,6 +30,7 @@ SMALL_ELEMENTS = 1 << 16
 
 NATIVE = "native"
 UNDECIDED = "native (its input shapes depend on input values: checked when it runs)"
+SYMBOLIC = "native (its input shapes are symbolic: checked for each input signature)"
 USER_CPU = "CPU: the user's choice (placement override)"
 USER_GPU = "native: the user's choice (placement override)"
 
@@ -113,7 +114,8 @@ def build_plan(model: Model, backend: Backend, backend_type: BackendType,
         names = layer.all_inputs()
         ins = [metas.get(n) if n else None for n in names]
         known = all(m is not None for n, m in zip(names, ins) if n)
-        place = _place(layer, ins, known, backend, backend_type, forced, overrides)
+        place = _place(layer, ins, known, backend, backend_type, forced, overrides,
+                       SYMBOLIC if signature is None else UNDECIDED)
         placement[layer.name] = place
         if known:
             outs = _infer(layer, ins, evaluate=place.backend is BackendType.CPU)
@@ -125,7 +127,7 @@ def build_plan(model: Model, backend: Backend, backend_type: BackendType,
 
 def _place(layer: Layer, ins: list[Meta | None], known: bool, backend: Backend,
            backend_type: BackendType, forced: set[str],
-           overrides: dict[str, BackendType]) -> Placement:
+           overrides: dict[str, BackendType], undecided: str) -> Placement:
     if backend_type is BackendType.CPU:
         return Placement(BackendType.CPU, "CPU backend")
     forced_out = [o for o in layer.outputs if o in forced]
@@ -136,7 +138,7 @@ def _place(layer: Layer, ins: list[Meta | None], known: bool, backend: Backend,
     if wanted is BackendType.CPU:
         return Placement(BackendType.CPU, USER_CPU)
     if not known:
-        return Placement(backend_type, USER_GPU if wanted else UNDECIDED)
+        return Placement(backend_type, USER_GPU if wanted else undecided)
     reason = backend.supports(layer, ins)
     if reason is None:
         return Placement(backend_type, USER_GPU if wanted else NATIVE)

@@ -21,7 +21,7 @@ from engine.errors import EngineError, KernelError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
-from engine.plan import NATIVE, UNDECIDED, Placement, Plan
+from engine.plan import NATIVE, SYMBOLIC, UNDECIDED, Placement, Plan
 from engine.profile import LayerTiming
 from engine.tensor import Stored, free_released
 
@@ -106,7 +106,7 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
                 if reason is not None:
                     target = cpu
                     placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
-                elif place.reason == UNDECIDED:
+                elif place.reason in (UNDECIDED, SYMBOLIC):
                     placement[layer.name] = Placement(place.backend, NATIVE)
             t0 = time.perf_counter()
             new = _run_layer(worker, layer, target, ins, metas)
