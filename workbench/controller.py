@@ -25,9 +25,9 @@ from PySide6.QtCore import QObject, Signal
 from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker, executor
 from engine.backends import create_backend
 from engine.profile import Profile
+from workbench.controller_jobs import AnalysisJobs
 from workbench.graph_geometry import build_geometry
 from workbench.layout import GraphLayout, compute_layout
-from workbench.preview import PreviewService
 
 MIN_PERIOD_S = 0.01  # continuous runs start at most this often
 UI_WAIT_S = 0.2      # longest a continuous run waits for the window to finish showing one
@@ -86,7 +86,7 @@ def read_model_metadata(path: str) -> tuple[dict | None, list[str] | None]:
         return None, None
 
 
-class EngineController(QObject):
+class EngineController(AnalysisJobs, QObject):
     """Owns the engine objects (model, worker) and the controller thread."""
 
     load_started = Signal(str)
@@ -99,7 +99,6 @@ class EngineController(QObject):
     result_ready = Signal()                 # take_result() has something
     run_failed = Signal(str, int)           # message, run token
     run_finished = Signal(int)              # run token: a run-once or continuous loop ended
-    preview_ready = Signal(str, object)     # tensor name, ndarray | str (why not)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -114,10 +113,13 @@ class EngineController(QObject):
         self._generation = 0
         self.model = None
         self.worker: Worker | None = None
+        #: the tensor the details panel shows: captured by the runs while one is selected
+        self.capture_target: str | None = None
+        self._running = False
+        self._produced: set[str] = set()
         self._thread = threading.Thread(target=self._loop, name="workbench-controller",
                                         daemon=True)
         self._thread.start()
-        self._previews = PreviewService(self.preview_ready.emit, self._current)
 
     # -- public, called on the UI thread; each only queues work ---------------------------
     def load(self, path: str) -> int:
@@ -134,9 +136,12 @@ class EngineController(QObject):
         while to open, and loading a model must not wait for it)."""
         threading.Thread(target=self._do_probe, name="workbench-probe", daemon=True).start()
 
-    def prepare(self, backend: BackendType) -> None:
+    def prepare(self, backend: BackendType, overrides: dict | None = None,
+                fallback: dict | None = None) -> None:
+        """Build the worker for ``backend`` with placement ``overrides``; if the engine refuses
+        them, ``overrides_refused`` tells why and ``fallback`` overrides are used instead."""
         self.stop()
-        self._jobs.put((self._do_prepare, (backend, self._generation)))
+        self._jobs.put((self._do_prepare, (backend, self._generation, overrides, fallback)))
 
     def run(self, feeds: dict[str, np.ndarray], continuous: bool) -> int:
         """Queue a run (once or until stopped); returns its token (results carry it)."""
@@ -153,10 +158,8 @@ class EngineController(QObject):
 
     def preview(self, layer_index: int, tensor: str, feeds: dict[str, np.ndarray],
                 feeds_key: object) -> None:
-        """Compute one layer's output for the details panel, beside any runs in progress;
-        only the newest request is served (``preview_ready`` delivers it)."""
-        self._previews.request(layer_index, tensor, feeds, feeds_key, self._generation,
-                               self.model)
+        """Show one layer's output as the backend computed it (``intermediate_ready``)."""
+        self.capture(tensor, feeds)
 
     def take_result(self) -> RunResult | None:
         with self._lock:
@@ -169,7 +172,6 @@ class EngineController(QObject):
 
     def shutdown(self, timeout: float = 5.0) -> None:
         self.stop()
-        self._previews.close()
         self._jobs.put(None)
         self._thread.join(timeout)
 
@@ -228,8 +230,9 @@ class EngineController(QObject):
             return
         # only a model that loaded replaces the current one (a bad file leaves it working)
         self._close_worker()
-        self._previews.reset()
         self.model = model
+        self.capture_target = None
+        self._produced = {o for layer in model.layers for o in layer.outputs if o}
         # the model's objects live long: keep them out of the cyclic collector's full passes,
         # which would otherwise stop every thread (the UI too) for long moments during runs
         gc.freeze()
@@ -248,18 +251,14 @@ class EngineController(QObject):
                 status[kind] = describe_error(exc)
         self.backends_probed.emit(status)
 
-    def _do_prepare(self, backend: BackendType, gen: int) -> None:
+    def _do_prepare(self, backend: BackendType, gen: int, overrides: dict | None = None,
+                    fallback: dict | None = None) -> None:
         if not self._current(gen) or self.model is None:
             return
         self._close_worker()
-        label = backend.name
-        self.progress.emit(f"Preparing {label} (compiling kernels)…", -1.0)
-
-        def on_progress(stage: str, fraction: float) -> None:
-            self.progress.emit(f"{label}: {stage}", float(fraction))
-
+        self.progress.emit(f"Preparing {backend.name} (compiling kernels)…", -1.0)
         try:
-            self.worker = Worker(self.model, backend, progress=on_progress)
+            self.worker = self._make_worker(backend, overrides, fallback)
         except Exception as exc:
             self.progress.emit("", 0.0)
             self.worker_failed.emit(backend, describe_error(exc),
@@ -269,9 +268,11 @@ class EngineController(QObject):
         self.worker_ready.emit(backend, dict(self.worker.placement))
 
     def _do_run(self, feeds, continuous: bool, gen: int, token: int) -> None:
+        self._running = True
         try:
             self._run_loop(feeds, continuous, gen, token)
         finally:
+            self._running = False
             self.progress.emit("", 1.0)
             self.run_finished.emit(token)
 
@@ -288,11 +289,13 @@ class EngineController(QObject):
         while True:
             started = time.perf_counter()
             first = worker.last_profile is None
+            target = self.capture_target
+            capture = [target] if target in self._produced else None
             try:
-                if first and not self._first_run(worker, feeds, token):
+                if first and not self._first_run(worker, feeds, token, capture):
                     return
                 if not first:
-                    worker.schedule(feeds)
+                    worker.schedule(feeds, capture=capture)
                 tensors = [worker.peek_output(n) for n in names]
                 for t in tensors:
                     t.readback_request()
@@ -311,6 +314,8 @@ class EngineController(QObject):
             index += 1
             if not self._current(gen) or token != self._token:
                 return
+            if capture:
+                self._emit_captured(worker, capture[0])
             self._publish(RunResult(gen, index, worker.backend_type, profile, outputs,
                                     dict(worker.placement), token))
             if not continuous:
@@ -320,12 +325,12 @@ class EngineController(QObject):
             self.ui_idle.wait(UI_WAIT_S)
             time.sleep(max(0.001, MIN_PERIOD_S - (time.perf_counter() - started)))
 
-    def _first_run(self, worker: Worker, feeds, token: int) -> bool:
+    def _first_run(self, worker: Worker, feeds, token: int, capture=None) -> bool:
         """The first run compiles kernels: step through it layer by layer with progress."""
         n = len(self.model.layers)
         label = worker.backend_type.name
         last = 0.0
-        steps = worker.schedule_iterable(feeds)
+        steps = worker.schedule_iterable(feeds, capture=capture)
         try:
             for i, layer in enumerate(steps):
                 if token != self._token:

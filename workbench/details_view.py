@@ -5,12 +5,11 @@ from __future__ import annotations
 import html
 
 import numpy as np
-from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QTextBrowser, QVBoxLayout, QWidget
 
 from workbench import theme
 from workbench.outputs_view import stats_line
-from workbench.preprocess import to_display_image
-from workbench.widgets import pixmap_from_array
+from workbench.tensor_view import TensorView
 
 
 def _attr_text(value) -> str:
@@ -31,24 +30,24 @@ class DetailsPanel(QWidget):
         super().__init__(parent)
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)
-        self.thumb = QLabel()
-        self.thumb.setVisible(False)
+        self.tensor_view = TensorView()
         box = QVBoxLayout(self)
         box.setContentsMargins(4, 4, 4, 4)
         box.addWidget(self.browser, 1)
-        box.addWidget(self.thumb)
+        box.addWidget(self.tensor_view)
         self.layer_name: str | None = None
         self.preview_tensor: str | None = None
         self._body = ""
         self._preview = ""
+        self._shown_tensor: str | None = None
         self.show_nothing()
 
     def show_nothing(self) -> None:
-        self.layer_name = self.preview_tensor = None
+        self.layer_name = self.preview_tensor = self._shown_tensor = None
         self._body = ("<p style='color:#6B7280'>Click a layer in the graph or a bar in the "
                       "timing plot to see its details.</p>")
         self._preview = ""
-        self.thumb.setVisible(False)
+        self.tensor_view.show_tensor(None)
         self._render()
 
     def show_layer(self, model, layer, placement, ms: float | None) -> None:
@@ -92,30 +91,30 @@ class DetailsPanel(QWidget):
                             f"<td>{html.escape(_attr_text(value))}</td></tr>")
             rows.append("</table>")
         self._body = "".join(rows)
-        self._preview = ("<p style='color:#6B7280'>computing output preview…</p>"
-                         if self.preview_tensor else "")
-        self.thumb.setVisible(False)
+        if self.preview_tensor != self._shown_tensor:
+            self._preview = ("<p style='color:#6B7280'>reading the output from the backend…</p>"
+                             if self.preview_tensor else "")
+            self.tensor_view.show_tensor(None)
         self._render()
 
-    def show_preview(self, tensor: str, value) -> None:
-        """``value`` is the tensor (from the CPU interpreter on the current inputs) or a reason."""
-        if tensor != self.preview_tensor:
+    def show_intermediate(self, value) -> None:
+        """Show a layer output read back from the backend that ran it
+        (``controller_jobs.Intermediate``), or why it could not be read."""
+        if value.tensor != self.preview_tensor:
             return
-        if isinstance(value, str) or value is None:
-            self._preview = f"<p style='color:#6B7280'>{html.escape(str(value))}</p>"
-            self.thumb.setVisible(False)
+        self._shown_tensor = value.tensor
+        if value.array is None:
+            self._preview = f"<p style='color:#6B7280'>{html.escape(value.reason)}</p>"
+            self.tensor_view.show_tensor(None)
         else:
-            arr = np.asarray(value)
+            arr = np.asarray(value.array)
             flat = arr.reshape(-1)[:12] if arr.dtype.kind in "fiub" else []
             vals = ", ".join(f"{v:.4g}" for v in np.asarray(flat, np.float64))
-            self._preview = (f"<b>output {html.escape(tensor)}</b> <small>(CPU reference on the "
-                             f"current inputs)</small><br>{stats_line(arr)}<br>"
-                             f"<small>first values: {vals}{' …' if arr.size > 12 else ''}</small>")
-            img = to_display_image(arr[0, :1] if arr.ndim == 4 and arr.shape[1] > 3 else arr)
-            if img is not None:
-                self.thumb.setPixmap(pixmap_from_array(img, 96))
-                self.thumb.setToolTip("first channel of the output, min–max scaled")
-            self.thumb.setVisible(img is not None)
+            self._preview = (f"<b>output {html.escape(value.tensor)}</b> <small>(read back from "
+                             f"{html.escape(value.backend)}, the backend that ran it)</small>"
+                             f"<br>{stats_line(arr)}<br><small>first values: {vals}"
+                             f"{' …' if arr.size > 12 else ''}</small>")
+            self.tensor_view.show_tensor(arr)
         self._render()
 
     def _render(self) -> None:

@@ -152,7 +152,7 @@ class WindowUi:
         c.result_ready.connect(self._on_result_ready)
         c.run_failed.connect(self._on_run_failed)
         c.run_finished.connect(self._on_run_finished)
-        c.preview_ready.connect(self.details.show_preview)
+        c.intermediate_ready.connect(self.details.show_intermediate)
         self.graph.layer_clicked.connect(lambda n: self.select_layer(n, center_graph=False))
         self.graph.drawn.connect(self._on_graph_drawn)
         self.timing.layer_clicked.connect(self.select_layer)
