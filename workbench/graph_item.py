@@ -41,6 +41,11 @@ class GraphItem(QGraphicsItem):
         self.node_class = np.zeros(n, np.int8)  # index into self.classes
         self.classes: list[tuple[QBrush, QPen]] = []
         self.fallback = np.zeros(n, bool)
+        self.user = np.zeros(n, bool)  # placed by the user (an override)
+        self.placement: dict | None = None
+        #: {layer: relative L2 error} when nodes are coloured by a comparison, else None
+        self.errors: dict[str, float] | None = None
+        self.threshold = 1e-3
         self.times: dict[str, float] = {}
         self.selected = -1
         self.matches = np.zeros(n, bool)
@@ -49,6 +54,11 @@ class GraphItem(QGraphicsItem):
     # -- state ------------------------------------------------------------------------------
     def set_placement(self, placement: dict | None) -> None:
         """Colour nodes by backend; None = not known yet (pending colour)."""
+        self.placement = placement
+        if self.errors is not None:
+            self._mark_user(placement)
+            self.update()
+            return
         lay = self.layout
         colors = [theme.IO_COLOR, theme.PENDING_COLOR] + [theme.BACKEND_COLORS[b]
                                                           for b in BackendType]
@@ -66,6 +76,31 @@ class GraphItem(QGraphicsItem):
                     cls[i] = 2 + order.index(p.backend)
                     fallback[i] = p.is_fallback
         self.node_class, self.fallback = cls, fallback
+        self._mark_user(placement)
+        self.update()
+
+    def _mark_user(self, placement: dict | None) -> None:
+        names = self.layout.names
+        self.user = np.array([bool(placement) and name in placement
+                              and placement[name].is_user_choice for name in names], bool)
+
+    def set_errors(self, errors: dict[str, float] | None, threshold: float = 1e-3) -> None:
+        """Colour nodes by a comparison's error (None: back to placement colours)."""
+        self.errors, self.threshold = errors, threshold
+        if errors is None:
+            self.set_placement(self.placement)
+            return
+        lay = self.layout
+        colors = [theme.IO_COLOR, theme.PENDING_COLOR] + list(theme.ERROR_COLORS)
+        self.classes = [(QBrush(QColor(theme.lighten(c, 0.55))), QPen(QColor(c), 1.6))
+                        for c in colors]
+        cls = np.where(lay.kinds == KIND_LAYER, 1, 0).astype(np.int8)
+        for i, name in enumerate(lay.names):
+            err = errors.get(name) if lay.kinds[i] == KIND_LAYER else None
+            if err is not None:
+                cls[i] = 2 + theme.error_class(err, threshold)
+        self.node_class = cls
+        self.fallback = np.zeros(len(cls), bool)
         self.update()
 
     def boundingRect(self) -> QRectF:
@@ -135,6 +170,12 @@ class GraphItem(QGraphicsItem):
             for i in fp.tolist():
                 r = rects[i]
                 painter.drawRect(QRectF(r.left(), r.top() + 4, 5, r.height() - 8))
+        us = idx[self.user[idx]]
+        if len(us):
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            painter.setPen(QPen(QColor(theme.USER_COLOR), min(width, 12), Qt.PenStyle.DotLine))
+            for i in us.tolist():
+                painter.drawRoundedRect(rects[i].adjusted(-2, -2, 2, 2), 8, 8)
         mt = idx[self.matches[idx]]
         if len(mt):
             painter.setBrush(Qt.BrushStyle.NoBrush)
@@ -163,7 +204,10 @@ class GraphItem(QGraphicsItem):
                 layer = self.model.layers[lay.layer_index[i]]
                 title = layer.op_type
                 ms = self.times.get(name)
+                err = self.errors.get(name) if self.errors is not None else None
                 sub = name if ms is None else f"{name} · {ms:.3f} ms"
+                if err is not None:
+                    sub = f"{name} · err {err:.1e}"
             else:
                 title = "input" if kind == KIND_INPUT else "output"
                 sub = name

@@ -31,7 +31,10 @@ def _swatch(color: str, style: str) -> QPixmap:
     p.setRenderHint(QPainter.RenderHint.Antialiasing, True)
     fill = QColor(theme.lighten(color, 0.72) if style != "stripe" else "#EEF1F5")
     pen = QPen(QColor(color if style != "stripe" else theme.PENDING_COLOR), 1.6,
-               Qt.PenStyle.DashLine if style == "dash" else Qt.PenStyle.SolidLine)
+               {"dash": Qt.PenStyle.DashLine, "dot": Qt.PenStyle.DotLine}.get(
+                   style, Qt.PenStyle.SolidLine))
+    if style == "dot":
+        fill = QColor("#FFFFFF")
     if style == "dash":
         fill = QColor(theme.lighten(theme.BACKEND_COLORS[BackendType.CPU], 0.72))
         pen.setWidthF(2.2)
@@ -57,6 +60,8 @@ class Legend(QFrame):
              (theme.FORCED_COLOR, "CPU-forced", "stripe",
               "red stripe / dashed red edge: the tensor must be known on the CPU to plan "
               "other layers (shape, axes, sizes inputs)"),
+             (theme.USER_COLOR, "moved by you", "dot",
+              "dotted outline: you chose this layer's backend (right-click a layer)"),
              (theme.IO_COLOR, "input / output", "solid", "model inputs and outputs"),
              (theme.PENDING_COLOR, "not placed yet", "solid",
               "placement is known once the backend is prepared")]
@@ -84,6 +89,8 @@ class GraphView(QGraphicsView):
 
     layer_clicked = Signal(str)
     drawn = Signal()
+    #: right-click on a layer: (the layers it applies to, global position)
+    layer_menu_requested = Signal(object, object)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -128,6 +135,29 @@ class GraphView(QGraphicsView):
         if self.item is not None:
             self.item.set_placement(placement)
 
+    def set_errors(self, errors: dict[str, float] | None, threshold: float = 1e-3) -> None:
+        """Colour layers by a comparison's relative L2 error (None: by placement again)."""
+        if self.item is not None:
+            self.item.set_errors(errors, threshold)
+
+    def layers_for_menu(self, name: str) -> list[str]:
+        """The layers a right-click on ``name`` acts on: every search match when ``name`` is
+        one of them, else just ``name``."""
+        if self.item is None:
+            return [name]
+        names = [self.item.layout.names[i] for i in self._match_list]
+        return names if name in names else [name]
+
+    def contextMenuEvent(self, event) -> None:
+        if self.item is None:
+            return
+        pos = self.mapToScene(event.pos())
+        i = self.item.layout.node_at(pos.x(), pos.y())
+        if i >= 0 and self.item.layout.kinds[i] == KIND_LAYER:
+            name = self.item.layout.names[i]
+            self.layer_menu_requested.emit(self.layers_for_menu(name), event.globalPos())
+            event.accept()
+
     def set_times(self, times: dict[str, float]) -> None:
         if self.item is not None:
             self.item.times = times
@@ -144,6 +174,12 @@ class GraphView(QGraphicsView):
             r = self.item.rects[i]
             if not self.mapToScene(self.viewport().rect()).boundingRect().contains(r):
                 self.centerOn(r.center())
+
+    def center_on(self, name: str) -> None:
+        """Centre the view on layer ``name``."""
+        i = self.item.index_of.get(name, -1) if self.item is not None else -1
+        if i >= 0:
+            self.centerOn(self.item.rects[i].center())
 
     def selected_name(self) -> str | None:
         if self.item is None or self.item.selected < 0:
@@ -276,6 +312,8 @@ class GraphView(QGraphicsView):
             ms = item.times.get(name)
             if ms is not None:
                 lines.append(f"last run: {ms:.3f} ms")
+            if item.errors is not None and name in item.errors:
+                lines.append(f"compare: relative L2 error {item.errors[name]:.3g}")
             return "<br>".join(lines)
         xy = item.label_xy
         if len(xy):

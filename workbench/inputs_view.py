@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.model import TensorSpec
+from workbench.input_shapes import ShapeEditing, concrete_spec
 from workbench.preprocess import (
     InputFileError,
     Preprocess,
@@ -52,7 +53,7 @@ def _floats(text: str) -> list[float]:
     return vals
 
 
-class InputCard(QGroupBox):
+class InputCard(ShapeEditing, QGroupBox):
     """One input: its spec, where its value comes from, preprocessing and a preview."""
 
     changed = Signal()
@@ -60,7 +61,10 @@ class InputCard(QGroupBox):
 
     def __init__(self, spec: TensorSpec, index: int, preprocess: dict | None):
         super().__init__(spec.name)
-        self.spec = spec
+        #: the model's declaration; ``spec`` is it with every symbolic dim made concrete
+        self.declared = spec
+        self.spec = concrete_spec(spec, None)
+        self.dim_edits: dict[int, QSpinBox] = {}
         self.index = index
         self.seed = 0
         self.source = "random"
@@ -71,6 +75,7 @@ class InputCard(QGroupBox):
         box = QVBoxLayout(self)
         dt = np.dtype(spec.dtype).name if spec.dtype is not None else "?"
         box.addWidget(QLabel(f"{dt} {spec.shape_str()}"))
+        self._build_dims(box)
         self.source_label = QLabel()
         self.source_label.setWordWrap(True)
         box.addWidget(self.source_label)
@@ -150,6 +155,8 @@ class InputCard(QGroupBox):
                     arr = np.load(path, allow_pickle=False)
                 except Exception as exc:
                     raise InputFileError(f"cannot read {name} as a NumPy array: {exc}") from exc
+                if self.dim_edits and arr.ndim == len(self.shape) and arr.shape != self.shape:
+                    self.set_shape(tuple(arr.shape))
                 value = npy_to_input(arr, self.spec)
                 self.raw_image = None
             elif ext in IMAGE_EXT:
@@ -227,6 +234,8 @@ class InputsPanel(QWidget):
 
     changed = Signal()
     problem = Signal(str)
+    #: {input name: shape} after a symbolic dim was edited
+    shapes_changed = Signal(object)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -260,6 +269,7 @@ class InputsPanel(QWidget):
             card.set_seed(self.seed.value())
             card.changed.connect(self._card_changed)
             card.problem.connect(self.problem)
+            card.shape_changed.connect(lambda: self.shapes_changed.emit(self.shapes()))
             self.cards_box.insertWidget(self.cards_box.count() - 1, card)
             self.cards.append(card)
         self._card_changed()
@@ -278,6 +288,15 @@ class InputsPanel(QWidget):
             return False
         return card.load_file(path)
 
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The concrete shape of every input."""
+        return {c.spec.name: c.shape for c in self.cards}
+
+    def set_shape(self, name: str, shape: tuple[int, ...]) -> bool:
+        """Give input ``name`` a concrete shape (symbolic dims only)."""
+        card = self.card(name)
+        return card is not None and card.set_shape(shape)
+
     def feeds(self) -> dict[str, np.ndarray]:
         return {c.spec.name: c.value for c in self.cards if c.value is not None}
 
@@ -288,3 +307,4 @@ class InputsPanel(QWidget):
     def _card_changed(self) -> None:
         self.version += 1
         self.changed.emit()
+

@@ -23,7 +23,10 @@ from workbench import theme
 from workbench.controller import EngineController, LoadedModel, RunResult
 from workbench.paths import DEMO_MODEL, RESOURCES
 from workbench.priority import deprioritize_other_threads, native_id, restore
+from workbench.session import Session
+from workbench.window_compare import WindowCompare
 from workbench.window_files import WindowFiles
+from workbench.window_placement import WindowPlacement
 from workbench.window_ui import WindowUi
 
 __all__ = ["DEMO_MODEL", "RESOURCES", "MainWindow"]
@@ -34,7 +37,7 @@ STAGE_MS = 15  # a result is shown in steps, so no single repaint holds the UI t
 GRAPH_TIMES_MS = 1000  # node labels with times refresh at most this often while running
 
 
-class MainWindow(WindowUi, WindowFiles, QMainWindow):
+class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, QMainWindow):
     """The workbench window."""
 
     model_loaded = Signal(object)   # engine.Model
@@ -53,6 +56,7 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         self.setAcceptDrops(True)
         self.settings = settings or QSettings("inference-workbench", "workbench")
         self.controller = EngineController(self)
+        self.session = Session()  # overrides, shapes, compare and batch results (no Qt)
         self.backend = BackendType.CPU
         self.backend_status: dict[BackendType, str | None] = {
             BackendType.CPU: None, BackendType.GPU_COMPUTE: PENDING, BackendType.GPU_PIXEL: PENDING}
@@ -88,6 +92,8 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         self._nice_timer.start(1500)
         self._build_ui()
         self._connect()
+        self._build_compare()
+        self._connect_placement()
         self._rebuild_recent()
         self._refresh_backends()
         self._update_actions()
@@ -118,7 +124,7 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
             self._prepared_for = kind
             self.placement = {}
             self.graph.set_placement(None)
-            self.controller.prepare(kind)
+            self.controller.prepare(kind, self.session.overrides_for(kind))
         self._update_actions()
         return True
 
@@ -202,6 +208,7 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         if self.message_bar.isVisible() and self.message_bar.property("level") != "error":
             self.message_bar.dismiss()
         self._add_recent(lm.path)
+        self._load_overrides(lm.path)
         if self.backend_status.get(self.backend) not in (None, PENDING):
             self.backend = BackendType.CPU
         self._prepared_for = None
@@ -252,6 +259,8 @@ class MainWindow(WindowUi, WindowFiles, QMainWindow):
         if fallback:
             text += f" · {fallback} layer(s) fall back to the CPU (dashed orange)"
         self.status_run.setText(text)
+        self.placement_shown.emit(placement)
+        self._plan_current_shapes()
         name = self.details.layer_name
         if name:
             self.select_layer(name, center_graph=False)

@@ -105,8 +105,13 @@ class Session:
 
     def overrides_for(self, backend: BackendType) -> dict[str, BackendType]:
         """The overrides a worker of ``backend`` can take (the CPU, or that backend)."""
-        return {n: b for n, b in self.overrides.items()
-                if b is BackendType.CPU or b is backend}
+        return self.overrides_of(self.overrides, backend)
+
+    @staticmethod
+    def overrides_of(overrides: dict[str, BackendType], backend: BackendType
+                     ) -> dict[str, BackendType]:
+        """The part of ``overrides`` a worker of ``backend`` can take."""
+        return {n: b for n, b in overrides.items() if b is BackendType.CPU or b is backend}
 
     @staticmethod
     def overrides_to_json(overrides: dict[str, BackendType]) -> str:

@@ -24,6 +24,18 @@ MATCH_COLOR = "#F2C12E"
 EDGE_COLOR = "#9AA3AF"
 TEXT_COLOR = "#1F2430"
 BACKGROUND = "#F7F8FA"
+USER_COLOR = "#111827"   # dotted outline: a layer the user moved to another backend
+#: comparison colours: agrees (< threshold / 100), close (< threshold / 10), near, over
+ERROR_COLORS = ("#3C9D5D", "#A3C45A", "#E8B31E", "#D6455B")
+
+
+def error_class(rel_l2: float, threshold: float) -> int:
+    """Index into ``ERROR_COLORS`` for a relative L2 error (NaN counts as over)."""
+    if not rel_l2 <= threshold:
+        return 3
+    if rel_l2 > threshold / 10:
+        return 2
+    return 1 if rel_l2 > threshold / 100 else 0
 
 
 def lighten(hex_color: str, amount: float = 0.75) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from PySide6.QtWidgets import QFileDialog
@@ -69,6 +70,8 @@ class WindowFiles:
             return False
         prof = self.last_profile
         text = prof.to_chrome_trace() if kind == "trace" else prof.to_csv()
+        if kind == "trace":
+            text = self._trace_with_overrides(text)
         try:
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
@@ -78,6 +81,17 @@ class WindowFiles:
         what = "Chrome trace (open it in ui.perfetto.dev)" if kind == "trace" else "CSV"
         self.show_message("info", f"Exported the last run as {what}: {path}")
         return True
+
+    def _trace_with_overrides(self, text: str) -> str:
+        """The trace with the user's placement choices: in ``otherData`` and on each event."""
+        overrides = self.session.overrides if hasattr(self, "session") else {}
+        data = json.loads(text)
+        data["otherData"] = {"placement_overrides": {n: b.value for n, b in
+                                                     sorted(overrides.items())}}
+        for event in data.get("traceEvents", []):
+            if event.get("ph") == "X" and event.get("name") in overrides:
+                event.setdefault("args", {})["user_choice"] = True
+        return json.dumps(data, indent=1)
 
     # -- recent files -----------------------------------------------------------------------
     def recent_files(self) -> list[str]:
