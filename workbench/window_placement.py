@@ -64,6 +64,8 @@ class WindowPlacement:
     def _reprepare(self) -> None:
         self.stop_run()
         self._prepared_for = self.backend
+        self.placement = {}  # known again when the rebuilt worker is ready (the graph keeps
+        # the old colours until then)
         self.controller.prepare(self.backend, self.session.overrides_for(self.backend),
                                 fallback=Session.overrides_of(self._previous_overrides,
                                                               self.backend))
