@@ -108,6 +108,17 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
                     placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
                 elif place.reason in (UNDECIDED, SYMBOLIC):
                     placement[layer.name] = Placement(place.backend, NATIVE)
+            if target is cpu and any(s is not None and s.cpu is None and s.dev is not None
+                                     for s in ins):
+                # waiting for queued GPU work and the readback is its own bar, not the layer's
+                ts = time.perf_counter()
+                for s in ins:
+                    if s is not None:
+                        worker._on_cpu(s)
+                metas = [None if s is None else s.meta for s in ins]
+                timings.append(LayerTiming(f"{layer.name}/sync", "Sync", "sync",
+                                           (time.perf_counter() - ts) * 1e3, "cpu-clock",
+                                           False, (ts - t_run) * 1e3))
             t0 = time.perf_counter()
             new = _run_layer(worker, layer, target, ins, metas)
             t1 = time.perf_counter()

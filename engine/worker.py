@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from engine import executor
+from engine.analysis import MemoryTimeline, layer_costs, memory_timeline
 from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
@@ -28,6 +29,7 @@ from engine.errors import EngineError
 from engine.input_check import check_inputs
 from engine.model import Layer, Model
 from engine.ops.base import Meta
+from engine.ops.costs import LayerCost
 from engine.plan import Placement, Plan, Signature, build_plan, signature_of
 from engine.profile import Profile
 from engine.run_loops import Slot, meta_of, run_on_cpu, run_placed
@@ -66,6 +68,7 @@ class Worker:
         self._plan = self._plans[None] = build_plan(
             model, self._backend, self.backend_type, None, self.placement_overrides)
         self._pending_plan: Future | None = None
+        self._last_signature: Signature | None = None
         self._last_use = self._liveness()
         self._constants = {n: v for n, v in model.constants.items()}
         self._const_slots = {n: Slot(meta_of(v), cpu=v) for n, v in model.constants.items()}
@@ -125,6 +128,27 @@ class Worker:
                 n: m for n, m in plan.metas.items() if any(n == s[0] for s in plan.signature)}
             prepare(self.model, plan.placement, self._progress, inputs)
         plan.prepared = True
+
+    def _analysis_plan(self) -> Plan:
+        sig = self._last_signature
+        if sig is None:
+            return self.plan
+        if self._backend is not self._cpu:
+            self.placement  # noqa: B018 - the run's own plan, once it is made
+            return self._plans.get(sig) or self._plan
+        plan = self._plans.get(sig)
+        if plan is None:  # the CPU backend runs without plans: make one for the analysis
+            plan = executor.call(self._get_plan, sig)
+        return plan
+
+    def layer_costs(self) -> dict[str, LayerCost]:
+        """{layer: LayerCost(flops, bytes_in, bytes_out)} for the last scheduled shapes."""
+        return layer_costs(self.model, self._analysis_plan())
+
+    def memory_timeline(self) -> MemoryTimeline:
+        """Live tensor bytes on the CPU and the device along the execution order, for the
+        last scheduled shapes, with the peak and the tensors alive at it."""
+        return memory_timeline(self.model, self._analysis_plan(), self._last_use)
 
     def _check_overrides(self, overrides: dict) -> dict[str, BackendType]:
         layers = {layer.name: layer for layer in self.model.layers}
@@ -253,6 +277,7 @@ class Worker:
         if owns:
             self._live.update(self._outputs.values())
         keep = set(captured)
+        self._last_signature = signature_of(feeds)
         if self._backend is self._cpu:
             steps = run_on_cpu(self, feeds, futures, keep)
         else:
@@ -268,7 +293,7 @@ class Worker:
         return steps, finish
 
     def _placed_steps(self, feeds, futures, keep) -> Iterator[Layer]:
-        sig = signature_of(feeds)
+        sig = self._last_signature
         plan = self._plans.get(sig)
         if plan is not None and plan.prepared:
             self._plan, self._pending_plan = plan, None
