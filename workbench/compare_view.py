@@ -70,8 +70,11 @@ class ComparePanel(QWidget):
         self.plot.showGrid(x=False, y=True, alpha=0.25)
         self.plot.setMouseEnabled(x=True, y=False)
         self.curve = self.plot.plot([], [], pen=pg.mkPen("#8A94A6", width=1))
-        self.points = pg.ScatterPlotItem(size=5, pen=None)
-        self.plot.addItem(self.points)
+        # one scatter item per error class with a single brush (per-point brushes are slow)
+        self.points = [pg.ScatterPlotItem(size=5, pen=None, brush=pg.mkBrush(c))
+                       for c in theme.ERROR_COLORS]
+        for item in self.points:
+            self.plot.addItem(item)
         self.limit = pg.InfiniteLine(angle=0, pen=pg.mkPen(theme.ERROR_COLORS[3], width=1.5,
                                                            style=Qt.PenStyle.DashLine))
         self.plot.addItem(self.limit)
@@ -130,7 +133,8 @@ class ComparePanel(QWidget):
         if result is None:
             self.names = []
             self.curve.setData([], [])
-            self.points.setData([], [])
+            for item in self.points:
+                item.setData([], [])
             self.first.setVisible(False)
             return
         self.names = [row["name"] for row in result.layers]
@@ -139,9 +143,11 @@ class ComparePanel(QWidget):
         shown = np.where(np.isfinite(rel), np.maximum(rel, FLOOR), 1e3)
         x = np.arange(len(rel), dtype=float)
         self.curve.setData(x, shown)
-        brushes = [pg.mkBrush(theme.ERROR_COLORS[theme.error_class(r, threshold)])
-                   for r in rel]
-        self.points.setData(x, np.log10(shown), brush=brushes)
+        classes = np.array([theme.error_class(r, threshold) for r in rel], int)
+        y = np.log10(shown)
+        for c, item in enumerate(self.points):
+            sel = classes == c
+            item.setData(x[sel], y[sel])
         if first in self.names:
             self.first.setPos(self.names.index(first))
             self.first.setVisible(True)

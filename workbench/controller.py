@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
-from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker, executor
+from engine import BackendType, BackendUnavailableError, EngineError, Worker, executor
 from engine.backends import create_backend
 from engine.profile import Profile
 from workbench.controller_jobs import AnalysisJobs
 from workbench.graph_geometry import build_geometry
 from workbench.layout import GraphLayout, compute_layout
+from workbench.model_process import ModelProcess
 
 MIN_PERIOD_S = 0.01  # continuous runs start at most this often
 UI_WAIT_S = 0.2      # longest a continuous run waits for the window to finish showing one
@@ -117,6 +118,9 @@ class EngineController(AnalysisJobs, QObject):
         self.capture_target: str | None = None
         self._running = False
         self._produced: set[str] = set()
+        #: loads models in a helper process (parsing and checking hold the GIL for long)
+        self._models = ModelProcess()
+        self._jobs.put((self._models.start, ()))
         self._thread = threading.Thread(target=self._loop, name="workbench-controller",
                                         daemon=True)
         self._thread.start()
@@ -173,6 +177,7 @@ class EngineController(AnalysisJobs, QObject):
     def shutdown(self, timeout: float = 5.0) -> None:
         self.stop()
         self._jobs.put(None)
+        self._models.close()
         self._thread.join(timeout)
 
     # -- controller thread -----------------------------------------------------------------
@@ -213,7 +218,7 @@ class EngineController(AnalysisJobs, QObject):
             # holds the interpreter (and so the UI thread) for a long moment
             gc.disable()
             try:
-                model = ModelLoader.load(path)
+                model = self._models.load(path)
             finally:
                 gc.enable()
             t1 = time.perf_counter()

@@ -59,14 +59,14 @@ class InputCard(ShapeEditing, QGroupBox):
     changed = Signal()
     problem = Signal(str)
 
-    def __init__(self, spec: TensorSpec, index: int, preprocess: dict | None):
+    def __init__(self, spec: TensorSpec, index: int, preprocess: dict | None, seed: int = 0):
         super().__init__(spec.name)
         #: the model's declaration; ``spec`` is it with every symbolic dim made concrete
         self.declared = spec
         self.spec = concrete_spec(spec, None)
         self.dim_edits: dict[int, QSpinBox] = {}
         self.index = index
-        self.seed = 0
+        self.seed = seed
         self.source = "random"
         self.raw_image: np.ndarray | None = None
         self.value: np.ndarray | None = None
@@ -265,8 +265,7 @@ class InputsPanel(QWidget):
             card.deleteLater()
         self.cards = []
         for i, spec in enumerate(model.inputs):
-            card = InputCard(spec, i, preprocess)
-            card.set_seed(self.seed.value())
+            card = InputCard(spec, i, preprocess, seed=self.seed.value())
             card.changed.connect(self._card_changed)
             card.problem.connect(self.problem)
             card.shape_changed.connect(lambda: self.shapes_changed.emit(self.shapes()))

@@ -24,6 +24,7 @@ from workbench.controller import EngineController, LoadedModel, RunResult
 from workbench.paths import DEMO_MODEL, RESOURCES
 from workbench.priority import deprioritize_other_threads, native_id, restore
 from workbench.session import Session
+from workbench.window_batch import WindowBatch
 from workbench.window_compare import WindowCompare
 from workbench.window_files import WindowFiles
 from workbench.window_placement import WindowPlacement
@@ -37,7 +38,8 @@ STAGE_MS = 15  # a result is shown in steps, so no single repaint holds the UI t
 GRAPH_TIMES_MS = 1000  # node labels with times refresh at most this often while running
 
 
-class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, QMainWindow):
+class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBatch,
+                 QMainWindow):
     """The workbench window."""
 
     model_loaded = Signal(object)   # engine.Model
@@ -93,6 +95,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, QMainWin
         self._build_ui()
         self._connect()
         self._build_compare()
+        self._build_batch()
         self._connect_placement()
         self._rebuild_recent()
         self._refresh_backends()

@@ -26,7 +26,12 @@ class WindowFiles:
         return self._export(path, "csv")
 
     def handle_dropped_paths(self, paths: list[str]) -> None:
-        """Open a dropped .onnx; feed a dropped image / .npy to the (single) input."""
+        """Open a dropped .onnx; feed a dropped image / .npy to the (single) input; several
+        images / .npy files, or a folder, run as a batch."""
+        if paths and (len(paths) > 1 or os.path.isdir(paths[0])) and not any(
+                p.lower().endswith(".onnx") for p in paths):
+            self.run_batch(paths)
+            return
         for path in paths[:1]:
             ext = os.path.splitext(path)[1].lower()
             name = os.path.basename(path)

@@ -1,0 +1,125 @@
+"""Loading models in a helper process, so the UI's interpreter lock stays free.
+
+ONNX parsing, checking and shape inference run in C++ while holding the GIL: in-process they
+stall the window for hundreds of milliseconds on a large model, whatever thread calls them.
+A helper process (``python -m workbench.model_process``, started with the window and warmed
+up, so the first drop does not pay for its imports) does the whole import and sends the
+``Model`` back pickled over a pipe; unpickling it takes a few milliseconds. A fresh
+interpreter (not ``multiprocessing``) keeps the app's main module out of the helper. If the
+helper cannot start or dies, loading falls back to the calling thread.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+
+from engine import ModelLoader, ModelLoadError
+
+_HEADER = struct.Struct("<Q")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _read_exact(stream, n: int) -> bytes:
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(left)
+        if not chunk:
+            raise EOFError("the model loader process ended")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+class ModelProcess:
+    """One warm helper process that loads models; ``load`` blocks its (non-UI) caller."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self.in_process = False  # True once the helper failed: load in the caller instead
+        self._closed = False
+
+    def start(self) -> None:
+        """Start the helper (it imports the loader while the window opens)."""
+        with self._lock:
+            if self._proc is not None or self.in_process:
+                return
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                [ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+            try:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "workbench.model_process"], stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE, env=env, cwd=ROOT)
+            except OSError:
+                self.in_process = True
+
+    def load(self, path: str):
+        """The ``Model`` at ``path``; raises ``ModelLoadError`` like ``ModelLoader.load``."""
+        self.start()
+        proc = self._proc
+        if proc is None:
+            return ModelLoader.load(path)
+        try:
+            data = path.encode("utf-8")
+            proc.stdin.write(_HEADER.pack(len(data)) + data)
+            proc.stdin.flush()
+            (size,) = _HEADER.unpack(_read_exact(proc.stdout, _HEADER.size))
+            status, value = pickle.loads(_read_exact(proc.stdout, size))
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError):
+            if self._closed:
+                raise ModelLoadError("the workbench is closing") from None
+            # the helper died (a crash inside a native library, out of memory): load here
+            self.close()
+            self._closed = False
+            self.in_process = True
+            return ModelLoader.load(path)
+        if status == "error":
+            raise ModelLoadError(value)
+        return value
+
+    def close(self) -> None:
+        """Stop the helper (a load in progress is abandoned)."""
+        self._closed = True
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def _serve() -> None:
+    """The helper's loop: read a path, answer ("ok", Model) or ("error", message)."""
+    out = sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but answers on the pipe
+    import engine.onnx_import  # noqa: F401 - warm: the first load should not pay for imports
+    import engine.passes  # noqa: F401
+
+    while True:
+        try:
+            (size,) = _HEADER.unpack(_read_exact(sys.stdin.buffer, _HEADER.size))
+            path = _read_exact(sys.stdin.buffer, size).decode("utf-8")
+        except EOFError:
+            return
+        try:
+            answer = ("ok", ModelLoader.load(path))
+        except ModelLoadError as exc:
+            answer = ("error", str(exc))
+        except Exception as exc:  # the app shows it as a load error
+            answer = ("error", f"{type(exc).__name__}: {exc}")
+        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(_HEADER.pack(len(data)) + data)
+        out.flush()
+
+
+if __name__ == "__main__":
+    _serve()
