@@ -60,6 +60,10 @@ class RunResult:
     outputs: dict[str, np.ndarray]
     placement: dict[str, Any] = field(default_factory=dict)
     token: int = 0
+    #: {layer: engine.ops.costs.LayerCost} and engine.analysis.MemoryTimeline of the run's
+    #: shapes and placement (None where the engine could not derive them)
+    costs: dict[str, Any] | None = None
+    memory: Any = None
 
 
 def describe_error(exc: BaseException) -> str:
@@ -321,8 +325,9 @@ class EngineController(AnalysisJobs, QObject):
                 return
             if capture:
                 self._emit_captured(worker, capture[0])
+            costs, memory = self._analysis(worker, feeds)
             self._publish(RunResult(gen, index, worker.backend_type, profile, outputs,
-                                    dict(worker.placement), token))
+                                    dict(worker.placement), token, costs, memory))
             if not continuous:
                 return
             # leave the interpreter to the UI thread while it shows a result, and pace tiny

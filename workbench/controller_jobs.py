@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,26 @@ class AnalysisJobs:
         return token
 
     # -- controller thread ------------------------------------------------------------------
+    def _analysis(self, worker: Worker, feeds) -> tuple[dict | None, Any]:
+        """Layer costs and memory timeline of the worker's last run, kept per worker and
+        input shapes (they do not change from run to run)."""
+        shapes = tuple((n, getattr(v, "shape", ())) for n, v in feeds.items())
+        cached = getattr(self, "_analysis_cache", None)
+        if cached is not None and cached[0]() is worker and cached[1] == shapes:
+            return cached[2], cached[3]
+        try:
+            costs = worker.layer_costs()
+        except Exception:  # an analysis the engine cannot make leaves the plots without it
+            traceback.print_exc()
+            costs = None
+        try:
+            memory = worker.memory_timeline()
+        except Exception:
+            traceback.print_exc()
+            memory = None
+        self._analysis_cache = (weakref.ref(worker), shapes, costs, memory)
+        return costs, memory
+
     def _make_worker(self, backend: BackendType, overrides: dict | None,
                      fallback: dict | None) -> Worker:
         """A worker with ``overrides``; a refused override is reported and ``fallback`` used."""

@@ -316,6 +316,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
         if result.placement != self.placement and result.backend is self.backend:
             self.placement = result.placement
             self.graph.set_placement(self.placement)
+        self.timing.set_costs(result.costs)
         self.timing.update_bars(result.profile)
         # paint now, alone: left to the event loop, several plots would repaint together
         self.timing.layer_plot.viewport().repaint()
@@ -327,6 +328,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
     def _show_ops(self, result: RunResult) -> None:
         self.timing.update_ops(result.profile)
         self.timing.op_plot.viewport().repaint()
+        self.memory_panel.update_timeline(result.memory)
 
     def _show_rest(self, result: RunResult) -> None:
         profile = result.profile

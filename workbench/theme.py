@@ -17,6 +17,7 @@ BACKEND_LABELS = {
 }
 FALLBACK_COLOR = "#E8871E"
 FORCED_COLOR = "#D6455B"
+SYNC_COLOR = "#9C6B4E"   # time a CPU layer waited for queued GPU work (its own bar)
 IO_COLOR = "#6B7280"
 PENDING_COLOR = "#A0A7B4"
 SELECT_COLOR = "#1F6FEB"

@@ -10,7 +10,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from engine import BackendType
 from engine.profile import Profile
@@ -22,6 +22,10 @@ pg.setConfigOptions(antialias=False, useOpenGL=False, background="w", foreground
 HISTORY = 300
 CLASSES = [(b.value, theme.BACKEND_COLORS[b], theme.BACKEND_LABELS[b]) for b in BackendType]
 CLASSES.append(("fallback", theme.FALLBACK_COLOR, "CPU fallback"))
+CLASSES.append(("sync", theme.SYNC_COLOR, "sync (CPU waits for the GPU)"))
+#: what the per-layer plot shows: key, combo text, axis label
+METRICS = [("ms", "time per layer", "ms"), ("gflops", "GFLOP/s per layer", "GFLOP/s"),
+           ("bytes", "bytes moved per layer", "MB")]
 
 
 class TimingPanel(QWidget):
@@ -37,6 +41,13 @@ class TimingPanel(QWidget):
         self.run_numbers: list[int] = []
         self._runs = 0
         self._op_names: list[str] = []
+        self.costs: dict | None = None
+        self.metric = "ms"
+        self.metric_combo = QComboBox()
+        for key, text, _ in METRICS:
+            self.metric_combo.addItem(text, key)
+        self.metric_combo.currentIndexChanged.connect(
+            lambda i: self.set_metric(METRICS[i][0]))
 
         self.layer_plot = pg.PlotWidget()
         self.layer_plot.setLabel("left", "ms")
@@ -92,7 +103,8 @@ class TimingPanel(QWidget):
         tl = QVBoxLayout(top)
         tl.setContentsMargins(0, 0, 0, 0)
         head = QHBoxLayout()
-        head.addWidget(QLabel("<b>Per-layer time</b>"))
+        head.addWidget(QLabel("<b>Per layer</b>"))
+        head.addWidget(self.metric_combo)
         head.addWidget(legend)
         head.addWidget(self.summary, 1)
         tl.addLayout(head)
@@ -120,6 +132,7 @@ class TimingPanel(QWidget):
         """New model: clear every plot."""
         self.names = list(layer_names)
         self.profile = None
+        self.costs = None
         self.latency, self.run_numbers, self._runs = [], [], 0
         for item in self.bars.values():
             item.setOpts(x=np.zeros(0), height=np.zeros(0))
@@ -138,11 +151,45 @@ class TimingPanel(QWidget):
         self.update_latency(profile)
         self.update_ops(profile)
 
+    def set_costs(self, costs: dict | None) -> None:
+        """Per-layer FLOPs and bytes (``engine.ops.costs.LayerCost``) for the GFLOP/s and
+        bytes views."""
+        self.costs = costs
+
+    def set_metric(self, metric: str) -> None:
+        """Show "ms", "gflops" or "bytes" per layer."""
+        keys = [m[0] for m in METRICS]
+        self.metric = metric
+        self.metric_combo.blockSignals(True)
+        self.metric_combo.setCurrentIndex(keys.index(metric))
+        self.metric_combo.blockSignals(False)
+        self.layer_plot.setLabel("left", METRICS[keys.index(metric)][2])
+        if self.profile is not None:
+            self.layer_plot.setYRange(0, 1, padding=0)
+            self.update_bars(self.profile)
+
+    def values(self, profile: Profile) -> np.ndarray:
+        """The per-layer values the plot shows for ``profile`` (0 where unknown)."""
+        ms = np.fromiter((t.ms for t in profile.layers), float, len(profile.layers))
+        if self.metric == "ms":
+            return ms
+        costs = self.costs or {}
+        out = np.zeros(len(ms))
+        for i, t in enumerate(profile.layers):
+            cost = costs.get(t.name)
+            if cost is None:
+                continue
+            if self.metric == "gflops":
+                out[i] = cost.flops / ms[i] / 1e6 if ms[i] > 0 else 0.0
+            else:
+                out[i] = cost.bytes_moved / 1e6
+        return out
+
     def update_bars(self, profile: Profile) -> None:
         first = self.profile is None or len(self.profile.layers) != len(profile.layers)
         self.profile = profile
         self.names = [t.name for t in profile.layers]
-        ms = np.fromiter((t.ms for t in profile.layers), float, len(profile.layers))
+        ms = self.values(profile)
         keys = np.array(["fallback" if t.fallback else t.backend for t in profile.layers])
         x = np.arange(len(ms), dtype=float)
         for key, item in self.bars.items():
@@ -203,8 +250,12 @@ class TimingPanel(QWidget):
             self.cursor.setVisible(False)
 
     def layer_at(self, x: float) -> str | None:
+        """The layer of the bar at ``x`` (a sync bar belongs to the layer that waited)."""
         i = int(round(x))
-        return self.names[i] if 0 <= i < len(self.names) else None
+        if not 0 <= i < len(self.names):
+            return None
+        name = self.names[i]
+        return name[:-5] if name.endswith("/sync") else name
 
     # -- mouse ------------------------------------------------------------------------------
     def _on_click(self, event) -> None:
@@ -224,8 +275,15 @@ class TimingPanel(QWidget):
         if 0 <= i < len(self.profile.layers):
             t = self.profile.layers[i]
             fb = " <span style='color:#E8871E'>(CPU fallback)</span>" if t.fallback else ""
-            self.hover.setText(f"#{i} <b>{t.name}</b> {t.op_type} on {t.backend}: "
-                               f"<b>{t.ms:.3f} ms</b> ({t.source}){fb} — click to select")
+            cost = (self.costs or {}).get(t.name)
+            extra = ""
+            if cost is not None:
+                rate = cost.flops / t.ms / 1e6 if t.ms > 0 else 0.0
+                extra = f" · {rate:.2f} GFLOP/s · {cost.bytes_moved / 1e6:.2f} MB moved"
+            what = ("waited for queued GPU work and readback" if t.op_type == "Sync"
+                    else f"{t.op_type} on {t.backend}")
+            self.hover.setText(f"#{i} <b>{t.name}</b> {what}: <b>{t.ms:.3f} ms</b> "
+                               f"({t.source}){fb}{extra} — click to select")
 
 
 def _hysteresis(plot: pg.PlotWidget, axis: str, top: float) -> None:

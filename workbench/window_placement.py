@@ -35,6 +35,12 @@ class WindowPlacement:
         self.controller.overrides_refused.connect(self._on_overrides_refused)
         self.controller.plan_ready.connect(self._on_plan_ready)
         self.inputs.shapes_changed.connect(self._on_shapes_changed)
+        self.session.subscribe(self._on_session_changed)
+
+    def _on_session_changed(self, topic: str) -> None:
+        if topic == "model":  # results of the previous model leave the panels
+            self.memory_panel.update_timeline(None)
+            self.compare_panel.show_result(None, self.session.threshold, None)
 
     # -- overrides --------------------------------------------------------------------------
     @property

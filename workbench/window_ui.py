@@ -22,6 +22,7 @@ from workbench import theme
 from workbench.details_view import DetailsPanel
 from workbench.graph_view import GraphView
 from workbench.inputs_view import InputsPanel
+from workbench.memory_view import MemoryPanel
 from workbench.outputs_view import OutputsPanel
 from workbench.paths import DEMO_MODEL
 from workbench.timing_view import TimingPanel
@@ -65,17 +66,21 @@ class WindowUi:
         self.details = DetailsPanel()
         self.outputs = OutputsPanel()
         self.timing = TimingPanel()
+        self.memory_panel = MemoryPanel()
         self.docks = {}
         for key, title, widget, area in (
                 ("inputs", "Inputs", self.inputs, Qt.DockWidgetArea.LeftDockWidgetArea),
                 ("details", "Layer details", self.details, Qt.DockWidgetArea.RightDockWidgetArea),
                 ("outputs", "Outputs", self.outputs, Qt.DockWidgetArea.RightDockWidgetArea),
-                ("timing", "Live timing", self.timing, Qt.DockWidgetArea.BottomDockWidgetArea)):
+                ("timing", "Live timing", self.timing, Qt.DockWidgetArea.BottomDockWidgetArea),
+                ("memory", "Memory", self.memory_panel, Qt.DockWidgetArea.BottomDockWidgetArea)):
             dock = QDockWidget(title, self)
             dock.setObjectName(f"dock_{key}")
             dock.setWidget(widget)
             self.addDockWidget(area, dock)
             self.docks[key] = dock
+        self.tabifyDockWidget(self.docks["timing"], self.docks["memory"])
+        self.docks["timing"].raise_()
         self.resizeDocks([self.docks["inputs"], self.docks["details"]], [330, 360],
                          Qt.Orientation.Horizontal)
         self.resizeDocks([self.docks["timing"]], [380], Qt.Orientation.Vertical)
@@ -156,6 +161,7 @@ class WindowUi:
         self.graph.layer_clicked.connect(lambda n: self.select_layer(n, center_graph=False))
         self.graph.drawn.connect(self._on_graph_drawn)
         self.timing.layer_clicked.connect(self.select_layer)
+        self.memory_panel.layer_clicked.connect(self.select_layer)
         self.inputs.problem.connect(lambda text: self.show_message("error", text))
         self.inputs.changed.connect(self._on_inputs_changed)
         self.search.textChanged.connect(self._on_search)
