@@ -22,13 +22,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     ap.add_argument("--runs", type=int, default=12, help="runs shown before each capture")
+    ap.add_argument("--only", nargs="*", default=None,
+                    choices=["overview", "compare", "move", "dynamic", "batch", "memory"],
+                    help="take only these screenshots (default: all)")
     args = ap.parse_args()
+    wanted = set(args.only or ["overview", "compare", "move", "dynamic", "batch", "memory"])
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
     from engine import BackendType, zoo
     from workbench.diagnostics import wait_until
-    from workbench.main_window import DEMO_MODEL, MainWindow
+    from workbench.main_window import DEMO_MODEL, RESOURCES, MainWindow
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from screenshot_features import FeatureShots
 
     app = QApplication.instance() or QApplication([])
     settings = QSettings(os.path.join(os.environ["XDG_RUNTIME_DIR"], "shots.ini"),
@@ -72,20 +78,33 @@ def main() -> int:
         window.grab().save(out)
         print(f"wrote {os.path.relpath(out, ROOT)}")
 
-    capture(DEMO_MODEL, "conv2", args.runs)
-
     def densenet_view() -> None:
         window.search.setText("Concat")
         window.graph.zoom(1.0)
 
-    capture(zoo.build("densenet121"), "n59", args.runs // 2, prepare=densenet_view,
-            backend=BackendType.CPU)
-    for kind in (BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL):
-        if window.is_backend_available(kind):
-            capture(zoo.build("inception_v1"), "fallback", 4, backend=kind,
-                    suffix=f"-{kind.value}")
-        else:
-            print(f"{kind.name} unavailable ({window.backend_status[kind]}): no screenshot")
+    if "overview" in wanted:
+        capture(DEMO_MODEL, "conv2", args.runs)
+        capture(zoo.build("densenet121"), "n59", args.runs // 2, prepare=densenet_view,
+                backend=BackendType.CPU)
+        for kind in (BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL):
+            if window.is_backend_available(kind):
+                capture(zoo.build("inception_v1"), "fallback", 4, backend=kind,
+                        suffix=f"-{kind.value}")
+            else:
+                print(f"{kind.name} unavailable ({window.backend_status[kind]}): no screenshot")
+    window.search.clear()
+    shots = FeatureShots(app, window, args.out, os.environ["XDG_RUNTIME_DIR"])
+    gpu = window.is_backend_available(BackendType.GPU_COMPUTE)
+    if "batch" in wanted:
+        shots.batch(DEMO_MODEL, os.path.join(RESOURCES, "samples"))
+    if "memory" in wanted:
+        shots.memory()
+    for key, take in (("compare", shots.compare), ("move", shots.move_layers),
+                      ("dynamic", shots.dynamic_shapes)):
+        if key in wanted and gpu:
+            take()
+        elif key in wanted:
+            print(f"GPU_COMPUTE unavailable: no {key} screenshot")
     window.controller.shutdown(timeout=600)  # let a run in flight end before exiting
     window.close()
     return 0

@@ -180,9 +180,11 @@ class AnalysisJobs:
         try:
             plan = worker.plan_for(shapes)
         except Exception as exc:
+            self.progress.emit("", 0.0)
             self.run_failed.emit(f"cannot plan for {_shapes_text(shapes)}: {_describe(exc)}",
                                  -1)
             return
+        self.progress.emit("", 1.0)
         self.plan_ready.emit(worker.backend_type, shapes, dict(plan.placement))
 
     def _do_capture(self, tensor: str, feeds, gen: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout
+from PySide6.QtWidgets import QGridLayout, QLabel, QSpinBox, QVBoxLayout
 
 from engine.model import TensorSpec
 from engine.symbols import default_shape
@@ -33,19 +33,22 @@ class ShapeEditing:
         symbolic = [(axis, d) for axis, d in enumerate(shape) if not isinstance(d, int)]
         if not symbolic:
             return
-        row = QHBoxLayout()
-        row.addWidget(QLabel("shape"))
-        for axis, dim in symbolic:
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(QLabel("<small>symbolic dims (the shape the next runs use):</small>"),
+                       0, 0, 1, 4)
+        for k, (axis, dim) in enumerate(symbolic):
             spin = QSpinBox()
             spin.setRange(1, 16384)
             spin.setValue(self.spec.shape[axis])
-            spin.setPrefix(f"{dim if dim and not str(dim).startswith('?') else f'dim {axis}'}=")
             spin.setToolTip(f"symbolic dim {dim!r} of axis {axis}: the size the next runs use")
             spin.valueChanged.connect(self._dims_edited)
-            row.addWidget(spin)
+            name = str(dim) if dim and not str(dim).startswith("?") else f"axis {axis}"
+            row, col = 1 + k // 2, 2 * (k % 2)
+            grid.addWidget(QLabel(name), row, col)
+            grid.addWidget(spin, row, col + 1)
             self.dim_edits[axis] = spin
-        row.addStretch(1)
-        box.addLayout(row)
+        box.addLayout(grid)
 
     @property
     def shape(self) -> tuple[int, ...]:

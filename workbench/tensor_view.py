@@ -58,7 +58,7 @@ class TensorView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.plot = pg.PlotWidget()
-        self.plot.setFixedHeight(110)
+        self.plot.setFixedHeight(90)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.hideButtons()
         self.plot.getAxis("left").setWidth(36)
@@ -88,7 +88,7 @@ class TensorView(QWidget):
             self.plot.setYRange(0, float(counts.max()) * 1.1, padding=0)
         grid = channel_grid(arr)
         if grid is not None:
-            self.grid.setPixmap(pixmap_from_array(grid, 260))
+            self.grid.setPixmap(pixmap_from_array(grid, 170))
             self.channels_shown = min(GRID_MAX, np.asarray(arr).shape[1])
         else:
             self.channels_shown = 0
