@@ -202,6 +202,7 @@ class EngineController(AnalysisJobs, QObject):
         return gen == self._generation
 
     def _close_worker(self) -> None:
+        self._captured = None  # what the details panel holds came from this worker
         if self.worker is not None:
             try:
                 self.worker.close()
@@ -324,7 +325,7 @@ class EngineController(AnalysisJobs, QObject):
             if not self._current(gen) or token != self._token:
                 return
             if capture:
-                self._emit_captured(worker, capture[0])
+                self._emit_captured(worker, capture[0], feeds)
             costs, memory = self._analysis(worker, feeds)
             self._publish(RunResult(gen, index, worker.backend_type, profile, outputs,
                                     dict(worker.placement), token, costs, memory))
