@@ -51,6 +51,9 @@ def test_move_layer_to_cpu_on_gpu_and_back(qtbot, window, blocks, tmp_path, requ
     after = {t.name: t for t in run_once(qtbot, window).layers}
     assert after["gate1"].backend == "cpu"  # the timing view shows the move
     assert after["shift1"].backend == "gpu-compute"
+    i = window.timing.names.index("gate1")  # a CPU bar, not a fallback one
+    assert i in window.timing.bars["cpu"].opts["x"]
+    assert i not in window.timing.bars["fallback"].opts["x"]
     # the exported trace records the choice
     out = tmp_path / "trace.json"
     assert window.export_chrome_trace(str(out))

@@ -317,6 +317,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
             self.placement = result.placement
             self.graph.set_placement(self.placement)
         self.timing.set_costs(result.costs)
+        self.timing.user_layers = {n for n, p in result.placement.items() if p.is_user_choice}
         self.timing.update_bars(result.profile)
         # paint now, alone: left to the event loop, several plots would repaint together
         self.timing.layer_plot.viewport().repaint()

@@ -42,6 +42,8 @@ class TimingPanel(QWidget):
         self._runs = 0
         self._op_names: list[str] = []
         self.costs: dict | None = None
+        #: layers the user placed on the CPU: CPU bars, not fallback ones
+        self.user_layers: set[str] = set()
         self.metric = "ms"
         self.metric_combo = QComboBox()
         for key, text, _ in METRICS:
@@ -190,7 +192,9 @@ class TimingPanel(QWidget):
         self.profile = profile
         self.names = [t.name for t in profile.layers]
         ms = self.values(profile)
-        keys = np.array(["fallback" if t.fallback else t.backend for t in profile.layers])
+        user = self.user_layers
+        keys = np.array(["fallback" if t.fallback and t.name not in user else t.backend
+                         for t in profile.layers])
         x = np.arange(len(ms), dtype=float)
         for key, item in self.bars.items():
             sel = keys == key
