@@ -1,0 +1,55 @@
+"""Models load in a helper process (the UI's interpreter lock stays free), with a fallback."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from test_workbench_helpers import block_model, unknown_op_model
+
+from engine import ModelLoader, ModelLoadError
+from workbench.model_process import ModelProcess
+
+
+@pytest.fixture
+def loader():
+    proc = ModelProcess()
+    proc.start()
+    yield proc
+    proc.close()
+
+
+def test_helper_process_loads_the_same_model(loader, tmp_path):
+    path = str(tmp_path / "blocks.onnx")
+    block_model(path, 3)
+    model = loader.load(path)
+    local = ModelLoader.load(path)
+    assert loader._proc is not None and loader._proc.pid != os.getpid()
+    assert [la.name for la in model.layers] == [la.name for la in local.layers]
+    assert model.inputs[0].shape == local.inputs[0].shape
+    assert model.constants.keys() == local.constants.keys()
+    assert not loader.in_process
+
+
+def test_helper_reports_bad_models_like_the_loader(loader, tmp_path):
+    bad = str(tmp_path / "unknown.onnx")
+    unknown_op_model(bad)
+    with pytest.raises(ModelLoadError) as helper:
+        loader.load(bad)
+    with pytest.raises(ModelLoadError) as local:
+        ModelLoader.load(bad)
+    assert str(helper.value) == str(local.value)
+    assert "FrobnicateTensor" in str(helper.value)
+    path = str(tmp_path / "blocks.onnx")
+    block_model(path, 2)
+    assert len(loader.load(path).layers) == 11  # the helper keeps serving
+
+
+def test_a_dead_helper_falls_back_to_loading_here(loader, tmp_path):
+    path = str(tmp_path / "blocks.onnx")
+    block_model(path, 2)
+    loader.load(path)
+    loader._proc.kill()
+    loader._proc.wait()
+    assert len(loader.load(path).layers) == 11
+    assert loader.in_process
