@@ -23,10 +23,12 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     ap.add_argument("--runs", type=int, default=12, help="runs shown before each capture")
     ap.add_argument("--only", nargs="*", default=None,
-                    choices=["overview", "compare", "move", "dynamic", "batch", "memory"],
+                    choices=["demo", "densenet", "gpu", "compare", "move", "dynamic", "batch",
+                             "memory"],
                     help="take only these screenshots (default: all)")
     args = ap.parse_args()
-    wanted = set(args.only or ["overview", "compare", "move", "dynamic", "batch", "memory"])
+    wanted = set(args.only or ["demo", "densenet", "gpu", "compare", "move", "dynamic", "batch",
+                               "memory"])
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
@@ -71,7 +73,7 @@ def main() -> int:
             select = next((n for n, p in window.placement.items() if p.is_fallback), None)
         if select:
             window.select_layer(select)
-        wait_until(app, lambda: "computing" not in window.details.text(), 120)
+        wait_until(app, lambda: "reading the output" not in window.details.text(), 120)
         wait_until(app, lambda: False, 0.5)  # let the last repaints land
         name = os.path.splitext(os.path.basename(path))[0].split("_seed")[0]
         out = os.path.join(args.out, f"workbench-{name}{suffix}.png")
@@ -82,10 +84,12 @@ def main() -> int:
         window.search.setText("Concat")
         window.graph.zoom(1.0)
 
-    if "overview" in wanted:
+    if "demo" in wanted:
         capture(DEMO_MODEL, "conv2", args.runs)
+    if "densenet" in wanted:
         capture(zoo.build("densenet121"), "n59", args.runs // 2, prepare=densenet_view,
                 backend=BackendType.CPU)
+    if "gpu" in wanted:
         for kind in (BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL):
             if window.is_backend_available(kind):
                 capture(zoo.build("inception_v1"), "fallback", 4, backend=kind,

@@ -38,12 +38,14 @@ class DetailsPanel(QWidget):
         self.layer_name: str | None = None
         self.preview_tensor: str | None = None
         self._body = ""
+        self._head = ""
         self._preview = ""
         self._shown_tensor: str | None = None
         self.show_nothing()
 
     def show_nothing(self) -> None:
         self.layer_name = self.preview_tensor = self._shown_tensor = None
+        self._head = ""
         self._body = ("<p style='color:#6B7280'>Click a layer in the graph or a bar in the "
                       "timing plot to see its details.</p>")
         self._preview = ""
@@ -90,7 +92,8 @@ class DetailsPanel(QWidget):
                 rows.append(f"<tr><td>{html.escape(key)}</td>"
                             f"<td>{html.escape(_attr_text(value))}</td></tr>")
             rows.append("</table>")
-        self._body = "".join(rows)
+        # the output summary goes right below the placement and time, where it is seen
+        self._head, self._body = "".join(rows[:3]), "".join(rows[3:])
         if self.preview_tensor != self._shown_tensor:
             self._preview = ("<p style='color:#6B7280'>reading the output from the backend…</p>"
                              if self.preview_tensor else "")
@@ -118,8 +121,8 @@ class DetailsPanel(QWidget):
         self._render()
 
     def _render(self) -> None:
-        self.browser.setHtml(self._body + "<hr>" + self._preview if self._preview
-                             else self._body)
+        preview = self._preview + "<hr>" if self._preview else ""
+        self.browser.setHtml(self._head + preview + self._body)
 
     def text(self) -> str:
         return self.browser.toPlainText()
