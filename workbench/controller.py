@@ -120,7 +120,6 @@ class EngineController(AnalysisJobs, QObject):
         self.worker: Worker | None = None
         #: the tensor the details panel shows: captured by the runs while one is selected
         self.capture_target: str | None = None
-        self._running = False
         self._produced: set[str] = set()
         #: loads models in a helper process (parsing and checking hold the GIL for long)
         self._models = ModelProcess()
@@ -278,11 +277,9 @@ class EngineController(AnalysisJobs, QObject):
         self.worker_ready.emit(backend, dict(self.worker.placement))
 
     def _do_run(self, feeds, continuous: bool, gen: int, token: int) -> None:
-        self._running = True
         try:
             self._run_loop(feeds, continuous, gen, token)
         finally:
-            self._running = False
             self.progress.emit("", 1.0)
             self.run_finished.emit(token)
 

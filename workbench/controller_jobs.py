@@ -57,11 +57,14 @@ class AnalysisJobs:
         self._jobs.put((self._do_plan, (dict(shapes), self._generation)))
 
     def capture(self, tensor: str, feeds: dict[str, np.ndarray]) -> None:
-        """Read ``tensor`` from the backend that computes it: on the next run when one is
-        going, else by one run with capture now (``intermediate_ready``)."""
+        """Read ``tensor`` from the backend that computes it (``intermediate_ready``): a run
+        going on captures it; otherwise, or after it, one run with capture does, unless the
+        last run already captured it for these very inputs."""
         self.capture_target = tensor
-        if not self._running and not self._already_captured(tensor, feeds):
-            self._jobs.put((self._do_capture, (tensor, feeds, self._generation)))
+        self._capture_feeds = feeds
+        if not getattr(self, "_capture_queued", False):  # one queued request serves them all
+            self._capture_queued = True
+            self._jobs.put((self._do_capture, (self._generation,)))
 
     def run_batch(self, sources: list[str], convert: Callable[[str], dict],
                   labels: list[str] | None) -> int:
@@ -187,9 +190,11 @@ class AnalysisJobs:
         self.progress.emit("", 1.0)
         self.plan_ready.emit(worker.backend_type, shapes, dict(plan.placement))
 
-    def _do_capture(self, tensor: str, feeds, gen: int) -> None:
-        worker = self.worker
-        if not self._current(gen) or worker is None or tensor != self.capture_target:
+    def _do_capture(self, gen: int) -> None:
+        self._capture_queued = False
+        worker, tensor, feeds = self.worker, self.capture_target, self._capture_feeds
+        if (not self._current(gen) or worker is None or tensor not in self._produced
+                or self._already_captured(tensor, feeds)):
             return
         try:
             worker.schedule(feeds, capture=[tensor])

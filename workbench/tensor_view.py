@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
 from workbench.widgets import pixmap_from_array
 
@@ -58,7 +58,7 @@ class TensorView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.plot = pg.PlotWidget()
-        self.plot.setFixedHeight(90)
+        self.plot.setFixedHeight(118)
         self.plot.setMouseEnabled(x=False, y=False)
         self.plot.hideButtons()
         self.plot.getAxis("left").setWidth(36)
@@ -68,9 +68,9 @@ class TensorView(QWidget):
         self.plot.addItem(self.bars)
         self.grid = QLabel()
         self.grid.setToolTip("first channels of the output, each min–max scaled")
-        box = QVBoxLayout(self)
+        box = QHBoxLayout(self)  # side by side: the text above keeps its room
         box.setContentsMargins(0, 0, 0, 0)
-        box.addWidget(self.plot)
+        box.addWidget(self.plot, 1)
         box.addWidget(self.grid)
         self.channels_shown = 0
         self.setVisible(False)
@@ -88,7 +88,7 @@ class TensorView(QWidget):
             self.plot.setYRange(0, float(counts.max()) * 1.1, padding=0)
         grid = channel_grid(arr)
         if grid is not None:
-            self.grid.setPixmap(pixmap_from_array(grid, 170))
+            self.grid.setPixmap(pixmap_from_array(grid, 116))
             self.channels_shown = min(GRID_MAX, np.asarray(arr).shape[1])
         else:
             self.channels_shown = 0
