@@ -197,7 +197,7 @@ class InputCard(ShapeEditing, QGroupBox):
         self.changed.emit()
 
     def _refresh_preview(self) -> None:
-        img = to_display_image(self.value) if self.value is not None else None
+        img = to_display_image(self.value, 128) if self.value is not None else None
         if img is None:
             self.preview.clear()
             self.preview.setVisible(False)

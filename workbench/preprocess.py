@@ -141,8 +141,9 @@ def random_input(spec: TensorSpec, seed: int) -> np.ndarray:
     raise InputFileError(f"cannot make random values for input {spec.name!r} ({dtype.name})")
 
 
-def to_display_image(arr: np.ndarray) -> np.ndarray | None:
-    """An (H, W) or (H, W, 3) uint8 picture of an image-shaped tensor, else None."""
+def to_display_image(arr: np.ndarray, max_side: int | None = None) -> np.ndarray | None:
+    """An (H, W) or (H, W, 3) uint8 picture of an image-shaped tensor, else None; with
+    ``max_side`` every k-th pixel is taken first so no side exceeds it (a cheap thumbnail)."""
     a = np.asarray(arr)
     if a.dtype.kind not in "fiub" or a.ndim < 2:
         return None
@@ -156,7 +157,10 @@ def to_display_image(arr: np.ndarray) -> np.ndarray | None:
         a = a[..., None]
     else:
         return None
-    a = a.astype(np.float64)
+    if max_side and max(a.shape[:2]) > max_side:
+        step = -(-max(a.shape[:2]) // max_side)
+        a = a[::step, ::step]
+    a = a.astype(np.float32 if a.dtype.itemsize <= 4 else np.float64)
     lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
     a = (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
     out = np.round(np.nan_to_num(a) * 255).astype(np.uint8)
