@@ -27,7 +27,7 @@ from engine.backends import create_backend
 from engine.profile import Profile
 from workbench.controller_jobs import AnalysisJobs
 from workbench.graph_geometry import build_geometry
-from workbench.layout import GraphLayout, compute_layout
+from workbench.layout import GraphLayout
 from workbench.model_process import ModelProcess
 
 MIN_PERIOD_S = 0.01  # continuous runs start at most this often
@@ -222,12 +222,12 @@ class EngineController(AnalysisJobs, QObject):
             # holds the interpreter (and so the UI thread) for a long moment
             gc.disable()
             try:
-                model = self._models.load(path)
+                # the helper process lays the graph out too
+                model, layout, layout_ms = self._models.load_with_layout(path)
             finally:
                 gc.enable()
             t1 = time.perf_counter()
-            self.progress.emit("Laying out the graph…", -1.0)
-            layout = compute_layout(model)
+            self.progress.emit("Preparing the graph for drawing…", -1.0)
             geometry = build_geometry(layout, model)
             t2 = time.perf_counter()
             pre, labels = read_model_metadata(path)
@@ -247,7 +247,8 @@ class EngineController(AnalysisJobs, QObject):
         gc.freeze()
         self.progress.emit("", 1.0)
         self.model_ready.emit(LoadedModel(path, model, layout, pre, labels,
-                                          (t1 - t0) * 1e3, (t2 - t1) * 1e3, gen, geometry))
+                                          (t1 - t0) * 1e3 - layout_ms, layout_ms + (t2 - t1) * 1e3,
+                                          gen, geometry))
 
     def _do_probe(self) -> None:
         status: dict[BackendType, str | None] = {BackendType.CPU: None}

@@ -4,7 +4,8 @@ ONNX parsing, checking and shape inference run in C++ while holding the GIL: in-
 stall the window for hundreds of milliseconds on a large model, whatever thread calls them.
 A helper process (``python -m workbench.model_process``, started with the window and warmed
 up, so the first drop does not pay for its imports) does the whole import and sends the
-``Model`` back pickled over a pipe; unpickling it takes a few milliseconds. A fresh
+``Model`` back pickled over a pipe, with its graph layout (pure Python work that would
+otherwise hold the lock in the controller thread); unpickling takes a few milliseconds. A fresh
 interpreter (not ``multiprocessing``) keeps the app's main module out of the helper. If the
 helper cannot start or dies, loading falls back to the calling thread.
 """
@@ -17,6 +18,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 from engine import ModelLoader, ModelLoadError
 
@@ -61,16 +63,20 @@ class ModelProcess:
 
     def load(self, path: str):
         """The ``Model`` at ``path``; raises ``ModelLoadError`` like ``ModelLoader.load``."""
+        return self.load_with_layout(path)[0]
+
+    def load_with_layout(self, path: str):
+        """(Model, ``GraphLayout``, layout ms) for ``path``; raises ``ModelLoadError``."""
         self.start()
         proc = self._proc
         if proc is None:
-            return ModelLoader.load(path)
+            return _load_and_lay_out(path)
         try:
             data = path.encode("utf-8")
             proc.stdin.write(_HEADER.pack(len(data)) + data)
             proc.stdin.flush()
             (size,) = _HEADER.unpack(_read_exact(proc.stdout, _HEADER.size))
-            status, value = pickle.loads(_read_exact(proc.stdout, size))
+            answer = pickle.loads(_read_exact(proc.stdout, size))
         except (OSError, EOFError, pickle.UnpicklingError, ValueError):
             if self._closed:
                 raise ModelLoadError("the workbench is closing") from None
@@ -78,10 +84,10 @@ class ModelProcess:
             self.close()
             self._closed = False
             self.in_process = True
-            return ModelLoader.load(path)
-        if status == "error":
-            raise ModelLoadError(value)
-        return value
+            return _load_and_lay_out(path)
+        if answer[0] == "error":
+            raise ModelLoadError(answer[1])
+        return answer[1:]
 
     def close(self) -> None:
         """Stop the helper (a load in progress is abandoned)."""
@@ -97,12 +103,23 @@ class ModelProcess:
             proc.wait(timeout=5)
 
 
+def _load_and_lay_out(path: str):
+    """(Model, GraphLayout, layout ms), here."""
+    from workbench.layout import compute_layout
+
+    model = ModelLoader.load(path)
+    t0 = time.perf_counter()
+    layout = compute_layout(model)
+    return model, layout, (time.perf_counter() - t0) * 1e3
+
+
 def _serve() -> None:
     """The helper's loop: read a path, answer ("ok", Model) or ("error", message)."""
     out = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing but answers on the pipe
     import engine.onnx_import  # noqa: F401 - warm: the first load should not pay for imports
     import engine.passes  # noqa: F401
+    import workbench.layout  # noqa: F401
 
     while True:
         try:
@@ -111,7 +128,7 @@ def _serve() -> None:
         except EOFError:
             return
         try:
-            answer = ("ok", ModelLoader.load(path))
+            answer = ("ok", *_load_and_lay_out(path))
         except ModelLoadError as exc:
             answer = ("error", str(exc))
         except Exception as exc:  # the app shows it as a load error
