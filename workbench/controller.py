@@ -10,7 +10,6 @@ it is ready for one, so a fast model cannot flood the event loop.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import queue
 import threading
@@ -73,22 +72,6 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, MemoryError):
         return "out of memory"
     return f"{type(exc).__name__}: {exc}"
-
-
-def read_model_metadata(path: str) -> tuple[dict | None, list[str] | None]:
-    """Preprocessing recipe and class labels stored in the model's metadata (small files)."""
-    try:
-        if os.path.getsize(path) > 32 * 2**20:
-            return None, None
-        import onnx
-
-        proto = onnx.load(path, load_external_data=False)
-        props = {p.key: p.value for p in proto.metadata_props}
-        pre = json.loads(props["workbench.preprocess"]) if "workbench.preprocess" in props else None
-        labels = json.loads(props["workbench.labels"]) if "workbench.labels" in props else None
-        return pre, labels
-    except Exception:  # metadata is optional; the model loader reports real problems
-        return None, None
 
 
 class EngineController(AnalysisJobs, QObject):
@@ -223,14 +206,13 @@ class EngineController(AnalysisJobs, QObject):
             gc.disable()
             try:
                 # the helper process lays the graph out too
-                model, layout, layout_ms = self._models.load_with_layout(path)
+                model, layout, layout_ms, pre, labels = self._models.load_with_layout(path)
             finally:
                 gc.enable()
             t1 = time.perf_counter()
             self.progress.emit("Preparing the graph for drawing…", -1.0)
             geometry = build_geometry(layout, model)
             t2 = time.perf_counter()
-            pre, labels = read_model_metadata(path)
         except Exception as exc:
             self.progress.emit("", 0.0)
             self.load_failed.emit(path, describe_error(exc))

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker
-from workbench.controller import read_model_metadata
+from workbench.model_process import read_model_metadata
 from workbench.preprocess import (
     InputFileError,
     Preprocess,

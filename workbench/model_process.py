@@ -12,6 +12,7 @@ helper cannot start or dies, loading falls back to the calling thread.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import struct
@@ -66,7 +67,8 @@ class ModelProcess:
         return self.load_with_layout(path)[0]
 
     def load_with_layout(self, path: str):
-        """(Model, ``GraphLayout``, layout ms) for ``path``; raises ``ModelLoadError``."""
+        """(Model, ``GraphLayout``, layout ms, preprocess, labels) for ``path``; raises
+        ``ModelLoadError``."""
         self.start()
         proc = self._proc
         if proc is None:
@@ -103,14 +105,31 @@ class ModelProcess:
             proc.wait(timeout=5)
 
 
+def read_model_metadata(path: str) -> tuple[dict | None, list[str] | None]:
+    """Preprocessing recipe and class labels stored in the model's metadata (small files)."""
+    try:
+        if os.path.getsize(path) > 32 * 2**20:
+            return None, None
+        import onnx
+
+        proto = onnx.load(path, load_external_data=False)
+        props = {p.key: p.value for p in proto.metadata_props}
+        pre = json.loads(props["workbench.preprocess"]) if "workbench.preprocess" in props else None
+        labels = json.loads(props["workbench.labels"]) if "workbench.labels" in props else None
+        return pre, labels
+    except Exception:  # metadata is optional; the model loader reports real problems
+        return None, None
+
+
 def _load_and_lay_out(path: str):
-    """(Model, GraphLayout, layout ms), here."""
+    """(Model, GraphLayout, layout ms, preprocess, labels), here."""
     from workbench.layout import compute_layout
 
     model = ModelLoader.load(path)
     t0 = time.perf_counter()
     layout = compute_layout(model)
-    return model, layout, (time.perf_counter() - t0) * 1e3
+    ms = (time.perf_counter() - t0) * 1e3
+    return (model, layout, ms, *read_model_metadata(path))
 
 
 def _serve() -> None:
