@@ -27,6 +27,19 @@ _HEADER = struct.Struct("<Q")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _read_into(stream, n: int) -> bytearray:
+    """``n`` bytes from ``stream`` into a fresh buffer (the reads release the GIL)."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = stream.readinto(view[got:])
+        if not k:
+            raise EOFError("the model loader process ended")
+        got += k
+    return buf
+
+
 def _read_exact(stream, n: int) -> bytes:
     chunks, left = [], n
     while left:
@@ -78,7 +91,14 @@ class ModelProcess:
             proc.stdin.write(_HEADER.pack(len(data)) + data)
             proc.stdin.flush()
             (size,) = _HEADER.unpack(_read_exact(proc.stdout, _HEADER.size))
-            answer = pickle.loads(_read_exact(proc.stdout, size))
+            data = _read_exact(proc.stdout, size)
+            (count,) = _HEADER.unpack(_read_exact(proc.stdout, _HEADER.size))
+            buffers = []
+            for _ in range(count):
+                (n,) = _HEADER.unpack(_read_exact(proc.stdout, _HEADER.size))
+                buffers.append(_read_into(proc.stdout, n))
+            # arrays come back as views of the buffers read above: no big copy under the GIL
+            answer = pickle.loads(data, buffers=buffers)
         except (OSError, EOFError, pickle.UnpicklingError, ValueError):
             if self._closed:
                 raise ModelLoadError("the workbench is closing") from None
@@ -152,8 +172,17 @@ def _serve() -> None:
             answer = ("error", str(exc))
         except Exception as exc:  # the app shows it as a load error
             answer = ("error", f"{type(exc).__name__}: {exc}")
-        data = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        out.write(_HEADER.pack(len(data)) + data)
+        buffers: list[pickle.PickleBuffer] = []
+        try:
+            data = pickle.dumps(answer, protocol=5, buffer_callback=buffers.append)
+        except Exception as exc:  # an unpicklable model is still an answer
+            buffers = []
+            data = pickle.dumps(("error", f"cannot hand the model over: {exc}"), protocol=5)
+        out.write(_HEADER.pack(len(data)) + data + _HEADER.pack(len(buffers)))
+        for buf in buffers:
+            raw = buf.raw()
+            out.write(_HEADER.pack(raw.nbytes))
+            out.write(raw)
         out.flush()
 
 
