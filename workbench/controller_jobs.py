@@ -124,7 +124,8 @@ class AnalysisJobs:
         try:
             for step, kind in enumerate((backend, against)):
                 values.append(self._captured_run(kind, feeds, produced, gen, step))
-                if values[-1] is None:
+                if values[-1] is None:  # another model was opened meanwhile
+                    self.progress.emit("", 0.0)
                     return
         except Exception as exc:
             self.progress.emit("", 0.0)

@@ -41,6 +41,10 @@ class WindowPlacement:
         if topic == "model":  # results of the previous model leave the panels
             self.memory_panel.update_timeline(None)
             self.compare_panel.show_result(None, self.session.threshold, None)
+            if self.comparing:  # a comparison of the previous model is dropped
+                self.comparing = False
+                self.compare_panel.set_idle("The comparison was dropped: another model "
+                                            "was opened.")
 
     # -- overrides --------------------------------------------------------------------------
     @property
