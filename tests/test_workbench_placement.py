@@ -69,6 +69,13 @@ def test_move_layer_to_cpu_on_gpu_and_back(qtbot, window, blocks, tmp_path, requ
 
 def test_overrides_are_saved_per_model_and_refusals_explained(qtbot, window, blocks, tmp_path):
     open_ready(qtbot, window, blocks)
+    # a right-click on a search match acts on every match
+    window.graph.search("Sigmoid")
+    assert window.graph.layers_for_menu("gate1") == ["gate0", "gate1", "gate2"]
+    assert window.graph.layers_for_menu("relu0") == ["relu0"]
+    menu = window.build_layer_menu(["gate0", "gate1", "gate2"])
+    assert "3 layers" in menu.actions()[0].text()
+    window.graph.search("")
     # a GPU backend that is not selected cannot take a layer
     assert window.set_layer_backend("relu0", BackendType.GPU_PIXEL) is False
     assert "Select GPU_PIXEL" in window.messages[-1][1]
