@@ -193,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("bench", help="median latency, optionally against onnxruntime")
     s.add_argument("models", nargs="*", metavar="MODEL")
     s.add_argument("--zoo", action="store_true", help="the nine zoo CNNs with seeded weights")
+    s.add_argument("--suite", action="append", metavar="NAME",
+                   help="zoo, families (the project's model families) or families:NAME[,NAME]")
     s.add_argument("--backend", type=_backend, action="append")
     s.add_argument("--compare", choices=["onnxruntime"])
     s.add_argument("--repeat", type=int, default=10)

@@ -9,14 +9,22 @@ from engine.families.builder import FLOAT, GraphBuilder
 
 YOLO_CLASSES = 8
 REG_MAX = 16  # DFL bins per box side, as in YOLOv8
+# Weight gains (He's 2 for ReLU). SiLU's slope at 0 is 1/2, so a gain below 4 shrinks small
+# signals and above 2 grows large ones: 3 settles activations near unit scale. Residual
+# branches are kept small so sums do not grow, and the head's last 1x1 convs, which see
+# features of about 0.1-0.3, get a large gain so box bins and class logits are not flat.
+CBS_GAIN = 3.0
+RESIDUAL_GAIN = 1.0
+HEAD_GAIN = 50.0
 CRNN_CLASSES = 37
 CRNN_HIDDEN = 48
 
 
 # -- YOLOv8n-style ---------------------------------------------------------------------------
-def _cbs(g: GraphBuilder, x: str, cin: int, cout: int, k: int = 3, s: int = 1) -> str:
+def _cbs(g: GraphBuilder, x: str, cin: int, cout: int, k: int = 3, s: int = 1,
+         gain: float | None = None) -> str:
     """Conv + SiLU, exported as Conv -> Sigmoid -> Mul."""
-    return g.silu(g.conv(x, cin, cout, k, s, gain=2.5))
+    return g.silu(g.conv(x, cin, cout, k, s, gain=CBS_GAIN if gain is None else gain))
 
 
 def _c2f(g: GraphBuilder, x: str, cin: int, cout: int, n: int, shortcut: bool = True) -> str:
@@ -26,7 +34,9 @@ def _c2f(g: GraphBuilder, x: str, cin: int, cout: int, n: int, shortcut: bool = 
                 axis=1)
     parts = [a, b]
     for _ in range(n):
-        y = _cbs(g, _cbs(g, parts[-1], hidden, hidden), hidden, hidden)
+        # a small residual branch keeps the sum from growing block after block
+        y = _cbs(g, _cbs(g, parts[-1], hidden, hidden), hidden, hidden,
+                 gain=RESIDUAL_GAIN if shortcut else None)
         parts.append(g.op("Add", [parts[-1], y]) if shortcut else y)
     return _cbs(g, g.op("Concat", parts, axis=1), (2 + n) * hidden, cout, 1)
 
@@ -48,8 +58,8 @@ def _up(g: GraphBuilder, x: str, factor: float = 2.0) -> str:
 
 def _head_level(g: GraphBuilder, x: str, c: int, b: str) -> str:
     """Box (4 x REG_MAX) and class branches of one level, flattened to [B, C, H*W]."""
-    box = g.conv(_cbs(g, _cbs(g, x, c, 32), 32, 32), 32, 4 * REG_MAX, 1, gain=1.0)
-    cls = g.conv(_cbs(g, _cbs(g, x, c, 32), 32, 32), 32, YOLO_CLASSES, 1, gain=0.5)
+    box = g.conv(_cbs(g, _cbs(g, x, c, 32), 32, 32), 32, 4 * REG_MAX, 1, gain=HEAD_GAIN)
+    cls = g.conv(_cbs(g, _cbs(g, x, c, 32), 32, 32), 32, YOLO_CLASSES, 1, gain=HEAD_GAIN)
     return g.reshape(g.op("Concat", [box, cls], axis=1), [b, 4 * REG_MAX + YOLO_CLASSES, -1])
 
 
@@ -89,8 +99,9 @@ def build_db(seed: int = 0) -> onnx.ModelProto:
     feats, c = [], 3
     for i, w in enumerate(widths):
         x = g.op("Relu", [g.conv(x, c, w, 3, 2)])
-        if i > 0:  # a second conv per stage, a little like a tiny ResNet/MobileNet stage
+        if i > 1:  # a second conv in the deeper stages (cheap there, costly at 1/4 scale)
             x = g.op("Relu", [g.conv(x, w, w, 3)])
+        if i > 0:
             feats.append(x)
         c = w
     lat = [g.conv(f, w, 24, 1, bias=False, gain=1.0) for f, w in zip(feats, widths[1:])]
