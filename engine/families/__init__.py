@@ -19,7 +19,7 @@ import onnx
 from engine.families import audio, detection, nlp, speech, vision
 
 #: bump when a build's graph or weights change, so cached files are rebuilt
-FORMAT = 1
+FORMAT = 2
 
 Shapes = dict[str, tuple[int, ...]]
 
