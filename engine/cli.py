@@ -1,4 +1,4 @@
-"""``python -m engine``: inspect, run, bench, ops, conformance (see DESIGN.md)."""
+"""``python -m engine``: inspect, run, bench, ops, conformance (see the README)."""
 
 from __future__ import annotations
 
@@ -135,7 +135,8 @@ def cmd_conformance(args) -> int:
             print(f"[{i}/{n}] {name}", file=sys.stderr)
 
     result = run_conformance(args.backend, args.filter, progress)
-    print(f"{result['backend']}: {result['passed']} of {result['total']} cases pass")
+    print(f"{result['backend']}: {result['passed']} of {result['total']} cases pass, "
+          f"{result['passed_natively']} without CPU fallback")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({k: result[k] for k in ("backend", "total", "passed", "failed")}, f,

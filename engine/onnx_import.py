@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from engine.dtypes import onnx_dtype
 from engine.errors import ModelLoadError
 from engine.model import Graph, Layer, Model, TensorSpec
 from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_graph
@@ -24,16 +25,6 @@ __all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_d
 
 #: sparse tensors are stored densely; refuse sizes that cannot be meant seriously
 MAX_DENSE_ELEMENTS = 1 << 28
-
-
-def onnx_dtype(elem_type: int) -> np.dtype:
-    """NumPy dtype of an ONNX TensorProto element type (strings are ``object``)."""
-    if elem_type == onnx.TensorProto.STRING:
-        return np.dtype(object)
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except Exception as exc:
-        raise ModelLoadError(f"unsupported tensor element type {elem_type}") from exc
 
 
 def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:

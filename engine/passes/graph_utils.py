@@ -72,13 +72,3 @@ def rename_reads(graph: Graph, old: str, new: str, outputs_too: bool = False) ->
         for spec in graph.outputs:
             if spec.name == old:
                 spec.name = new
-
-
-def read_counts(graph: Graph) -> dict[str, int]:
-    """How many times each name is read by the layers of ``graph`` (captures included)."""
-    counts: dict[str, int] = {}
-    for layer in graph.layers:
-        for n in layer.all_inputs():
-            if n:
-                counts[n] = counts.get(n, 0) + 1
-    return counts
