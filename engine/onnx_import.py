@@ -16,7 +16,7 @@ from onnx import helper, numpy_helper
 
 from engine.dtypes import onnx_dtype
 from engine.errors import ModelLoadError
-from engine.model import Graph, Layer, Model, TensorSpec
+from engine.model import Graph, Layer, Model, TensorSpec, free_names, subgraph_captures
 from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_graph
 from engine.symbols import freshen_anonymous_dims
 
@@ -146,27 +146,6 @@ def convert_graph(g: onnx.GraphProto, outer_scope: set[str], opsets: dict[str, i
     graph = Graph(layers, inputs, outputs, constants, value_info, g.name)
     graph.outer_names = free_names(graph)
     return graph
-
-
-def subgraph_captures(attrs: dict[str, Any]) -> set[str]:
-    """Outer-scope names read by the subgraph attributes of one layer."""
-    names: set[str] = set()
-    for v in attrs.values():
-        for sub in (v if isinstance(v, list) else [v]):
-            if isinstance(sub, Graph):
-                names |= sub.outer_names
-    return names
-
-
-def free_names(graph: Graph) -> set[str]:
-    """Names ``graph`` reads without defining them (its outer-scope references)."""
-    defined = set(graph.constants) | {i.name for i in graph.inputs}
-    free: set[str] = set()
-    for layer in graph.layers:
-        free.update(n for n in layer.all_inputs() if n and n not in defined)
-        defined.update(o for o in layer.outputs if o)
-    free.update(o.name for o in graph.outputs if o.name not in defined)
-    return free
 
 
 class ModelLoader:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.model import Graph, Layer
-from engine.onnx_import import free_names, subgraph_captures
+from engine.model import Graph, Layer, free_names, subgraph_captures
 
 
 def subgraphs(layer: Layer) -> list[Graph]:
