@@ -1,4 +1,4 @@
-"""``python -m engine``: inspect, run, bench, ops, conformance (see DESIGN.md)."""
+"""``python -m engine``: inspect, run, bench, ops, conformance (see the README)."""
 
 from __future__ import annotations
 
@@ -38,40 +38,15 @@ def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def cmd_inspect(args) -> int:
-    from engine import ModelLoader, Worker
+    from engine.cli_inspect import cmd_inspect as inspect
 
-    model = ModelLoader.load(args.model)
-    print(f"model: {args.model}  (opsets {model.opsets}, producer {model.producer or '?'})")
-    print("inputs:")
-    for s in model.inputs:
-        print(f"  {s}")
-    print("outputs:")
-    for s in model.outputs:
-        print(f"  {s}")
-    if model.pass_stats:
-        print("import passes: " + ", ".join(f"{k} {v}" for k, v in model.pass_stats.items()))
-    placement = {}
-    if args.backend:
-        with Worker(model, args.backend) as worker:
-            placement = worker.placement
-            peak = getattr(worker, "peak_memory_bytes", None)
-            if peak is not None:
-                print(f"peak device memory of the plan: {peak / 2**20:.2f} MiB")
-    print(f"layers ({len(model.layers)}):")
-    for layer in model.layers:
-        outs = ", ".join(str(model.value_info.get(o, o)) for o in layer.outputs)
-        line = f"  {layer.name}: {layer.op_type}({', '.join(layer.inputs)}) -> {outs}"
-        if layer.captures:
-            line += f"  captures ({', '.join(layer.captures)})"
-        if any(o in model.cpu_forced for o in layer.outputs):
-            line += "  CPU-forced"
-        if layer.name in placement:
-            p = placement[layer.name]
-            line += f"  [{p.backend.value}: {p.reason}]"
-        print(line)
-    forced = ", ".join(sorted(model.cpu_forced)) or "none"
-    print(f"CPU-forced tensors ({len(model.cpu_forced)}): {forced}")
-    return 0
+    return inspect(args)
+
+
+def cmd_compare(args) -> int:
+    from engine.cli_inspect import cmd_compare as compare
+
+    return compare(args, lambda model: _load_inputs(model, args.input, args.seed))
 
 
 def _load_inputs(model, pairs: list[str] | None, seed: int) -> dict[str, np.ndarray]:
@@ -160,7 +135,8 @@ def cmd_conformance(args) -> int:
             print(f"[{i}/{n}] {name}", file=sys.stderr)
 
     result = run_conformance(args.backend, args.filter, progress)
-    print(f"{result['backend']}: {result['passed']} of {result['total']} cases pass")
+    print(f"{result['backend']}: {result['passed']} of {result['total']} cases pass, "
+          f"{result['passed_natively']} without CPU fallback")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({k: result[k] for k in ("backend", "total", "passed", "failed")}, f,
@@ -180,7 +156,19 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("inspect", help="inputs, outputs, layers, placement")
     s.add_argument("model")
     s.add_argument("--backend", type=_backend)
+    s.add_argument("--input", action="append", metavar="NAME=1x3x224x224",
+                   help="plan for this input shape (default: declared, symbolic dims guessed)")
     s.set_defaults(fn=cmd_inspect)
+    s = sub.add_parser("compare", help="per-layer error of one backend against another")
+    s.add_argument("model")
+    s.add_argument("--backend", type=_backend, required=True)
+    s.add_argument("--against", type=_backend, default=BackendType.CPU)
+    s.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--threshold", type=float, default=1e-3,
+                   help="relative L2 error above which a layer diverges (default 1e-3)")
+    s.add_argument("--json", metavar="FILE")
+    s.set_defaults(fn=cmd_compare)
     s = sub.add_parser("run", help="run a model once or repeatedly")
     s.add_argument("model")
     s.add_argument("--backend", type=_backend, default=BackendType.CPU)

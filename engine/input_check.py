@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.errors import InputError
 from engine.model import TensorSpec
+from engine.symbols import is_fresh
 from engine.tensor import Tensor
 
 
@@ -54,15 +55,23 @@ def _check_one(spec: TensorSpec, value: Any, bound: dict[str, int]) -> Any:
         raise InputError(f"input {spec.name!r} expects dtype {np.dtype(spec.dtype).name}, "
                          f"got {value.dtype.name}")
     if spec.shape is not None:
-        ok = len(spec.shape) == value.ndim
-        for want, got in zip(spec.shape, value.shape):
-            if isinstance(want, int) and want != got:
-                ok = False
-            elif isinstance(want, str):
-                if bound.setdefault(want, got) != got:
-                    raise InputError(f"input {spec.name!r}: dimension {want!r} is {bound[want]} "
-                                     f"in another input but {got} here")
-        if not ok:
-            raise InputError(f"input {spec.name!r} expects shape {spec.shape_str()}, "
-                             f"got {list(value.shape)}")
-    return value
+        if len(spec.shape) != value.ndim:
+            raise InputError(f"input {spec.name!r} expects shape {spec.shape_str()} "
+                             f"({len(spec.shape)} dims), got {list(value.shape)} "
+                             f"({value.ndim} dims)")
+        for axis, (want, got) in enumerate(zip(spec.shape, value.shape)):
+            if isinstance(want, int) and want >= 0 and want != got:
+                raise InputError(f"input {spec.name!r} expects shape {spec.shape_str()}, got "
+                                 f"{list(value.shape)}: dimension {axis} must be {want}, "
+                                 f"not {got}")
+            if isinstance(want, str) and not is_fresh(want):
+                first = bound.setdefault(want, (got, spec.name, axis))
+                if first[0] != got:
+                    where = (f"dimension {first[2]} of the same input" if first[1] == spec.name
+                             else f"input {first[1]!r} (dimension {first[2]})")
+                    raise InputError(
+                        f"input {spec.name!r}: dimension {axis} is named {want!r}, which is "
+                        f"{first[0]} in {where}, but {got} here; dims with the same name must "
+                        "have the same size")
+    # the queued run must not see later changes the caller makes to its array
+    return np.array(value, copy=True, order="C") if value.dtype != object else value.copy()

@@ -111,7 +111,30 @@ class Model(Graph):
     path: str | None = None
     #: what the import passes did, for ``inspect`` (e.g. {"folded": 12, "fused": 3})
     pass_stats: dict[str, int] = field(default_factory=dict)
+    #: tensors that fusion removed -> the name of the fused layer that absorbed them
+    fused_away: dict[str, str] = field(default_factory=dict)
 
     @property
     def opset(self) -> int:
         return self.opsets.get("", self.opsets.get("ai.onnx", 0))
+
+
+def subgraph_captures(attrs: dict[str, Any]) -> set[str]:
+    """Outer-scope names read by the subgraph attributes of one layer."""
+    names: set[str] = set()
+    for v in attrs.values():
+        for sub in (v if isinstance(v, list) else [v]):
+            if isinstance(sub, Graph):
+                names |= sub.outer_names
+    return names
+
+
+def free_names(graph: Graph) -> set[str]:
+    """Names ``graph`` reads without defining them (its outer-scope references)."""
+    defined = set(graph.constants) | {i.name for i in graph.inputs}
+    free: set[str] = set()
+    for layer in graph.layers:
+        free.update(n for n in layer.all_inputs() if n and n not in defined)
+        defined.update(o for o in layer.outputs if o)
+    free.update(o.name for o in graph.outputs if o.name not in defined)
+    return free

@@ -14,25 +14,17 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from engine.dtypes import onnx_dtype
 from engine.errors import ModelLoadError
-from engine.model import Graph, Layer, Model, TensorSpec
+from engine.model import Graph, Layer, Model, TensorSpec, free_names, subgraph_captures
 from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_graph
+from engine.symbols import freshen_anonymous_dims
 
 __all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_dtype"]
 
 
 #: sparse tensors are stored densely; refuse sizes that cannot be meant seriously
 MAX_DENSE_ELEMENTS = 1 << 28
-
-
-def onnx_dtype(elem_type: int) -> np.dtype:
-    """NumPy dtype of an ONNX TensorProto element type (strings are ``object``)."""
-    if elem_type == onnx.TensorProto.STRING:
-        return np.dtype(object)
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except Exception as exc:
-        raise ModelLoadError(f"unsupported tensor element type {elem_type}") from exc
 
 
 def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
@@ -156,27 +148,6 @@ def convert_graph(g: onnx.GraphProto, outer_scope: set[str], opsets: dict[str, i
     return graph
 
 
-def subgraph_captures(attrs: dict[str, Any]) -> set[str]:
-    """Outer-scope names read by the subgraph attributes of one layer."""
-    names: set[str] = set()
-    for v in attrs.values():
-        for sub in (v if isinstance(v, list) else [v]):
-            if isinstance(sub, Graph):
-                names |= sub.outer_names
-    return names
-
-
-def free_names(graph: Graph) -> set[str]:
-    """Names ``graph`` reads without defining them (its outer-scope references)."""
-    defined = set(graph.constants) | {i.name for i in graph.inputs}
-    free: set[str] = set()
-    for layer in graph.layers:
-        free.update(n for n in layer.all_inputs() if n and n not in defined)
-        defined.update(o for o in layer.outputs if o)
-    free.update(o.name for o in graph.outputs if o.name not in defined)
-    return free
-
-
 class ModelLoader:
     """Loads ONNX files into engine Models."""
 
@@ -221,6 +192,7 @@ class ModelLoader:
 
 def _model(proto: onnx.ModelProto) -> Model:
     opsets = check_opsets(proto)
+    freshen_anonymous_dims(proto.graph)
     validate_graph(proto.graph, set(), opsets)
     try:
         onnx.checker.check_model(proto)

@@ -111,6 +111,11 @@ class Tensor:
                 result.set_exception(exc)
                 return
             stored: Stored = stored_future.result()
+            if getattr(stored.backend, "closed", False):
+                result.set_exception(EngineError(
+                    f"tensor {self.name!r} cannot be read: the worker that computed it is "
+                    "closed and its data was released"))
+                return
             try:
                 inner = stored.backend.request_download(stored.handle, stored.meta)
             except BaseException as e:  # noqa: BLE001 - delivered to the reader
@@ -127,15 +132,27 @@ class Tensor:
 
         self._stored.add_done_callback(queue_start)
 
+    def keep_on_cpu(self, timeout: float = 300.0) -> None:
+        """Read the data back now and keep it: the backend holding it is about to close."""
+        if not self._stored.done() or self._stored.exception() is not None:
+            return
+        try:
+            self.readback_request()
+            self._readback.exception(timeout=timeout)
+        except Exception:  # noqa: BLE001 - a later read reports that the data is gone
+            pass
+
     def is_readback_request_done(self) -> bool:
         """Non-blocking: True when ``readback_and_clone`` will return immediately."""
         if self._readback is None:
             return False
         if not self._readback.done():
-            stored = self._stored.result() if self._stored.done() else None
-            poll = getattr(stored.backend, "poll", None) if stored else None
-            if poll is not None:
-                poll()
+            stored = self._stored.result() if self._stored.done() and \
+                self._stored.exception() is None else None
+            if stored is not None and getattr(stored.backend, "closed", False):
+                stored = None
+            if stored is not None:
+                stored.backend.poll()
         return self._readback.done()
 
     def readback_and_clone(self) -> Tensor:
@@ -196,6 +213,9 @@ class _CpuHolder:
         return f
 
     def free(self, handle):
+        pass
+
+    def poll(self):
         pass
 
 

@@ -3,112 +3,173 @@
 ``schedule`` validates the inputs in the caller's thread (errors surface at once),
 then queues the run on the engine thread and returns. Outputs are ``Tensor`` objects
 whose data may still be pending; reading them back is explicit.
+
+Placement is planned per input signature (shapes and dtypes), cached: a new signature is
+planned on the engine thread before its first run, a repeated one costs a dict lookup.
 """
 
 from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from engine import executor
+from engine.analysis import MemoryTimeline, layer_costs, memory_timeline
 from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
-from engine.backends.cpu.interpreter import run_kernel
 from engine.backends.cpu.registry import KERNELS
 from engine.errors import EngineError
 from engine.input_check import check_inputs
 from engine.model import Layer, Model
-from engine.ops import op_for
 from engine.ops.base import Meta
-from engine.profile import LayerTiming, Profile
-from engine.tensor import Stored, Tensor, free_released
+from engine.ops.costs import LayerCost
+from engine.plan import Placement, Plan, Signature, build_plan, signature_of
+from engine.profile import Profile
+from engine.run_loops import Slot, meta_of, run_on_cpu, run_placed
+from engine.tensor import Tensor, free_released
+from engine.worker_steps import Steps, apply_device_times
 
 ProgressCallback = Callable[[str, float], None]
+Capture = None | str | Iterable[str]
 
-
-@dataclass
-class Placement:
-    """Which backend runs a layer and why (the reason is shown to users)."""
-
-    backend: BackendType
-    reason: str
-
-    @property
-    def is_fallback(self) -> bool:
-        return self.reason.startswith("fallback")
-
-
-class _Slot:
-    """A tensor during a run: its CPU value and/or device handle, and its metadata."""
-
-    __slots__ = ("cpu", "dev", "meta")
-
-    def __init__(self, meta: Meta, cpu: Any = None, dev: Any = None):
-        self.meta, self.cpu, self.dev = meta, cpu, dev
+__all__ = ["Placement", "Worker"]
 
 
 class Worker:
-    """Runs a ``Model`` on one backend, falling back to the CPU layer by layer."""
+    """Runs a ``Model`` on one backend, falling back to the CPU layer by layer.
+
+    ``placement_overrides`` maps layer names to the backend a user wants them on: the CPU,
+    or the worker's GPU backend where it has a kernel for the layer (refused otherwise).
+    """
 
     def __init__(self, model: Model, backend_type: BackendType | str = BackendType.CPU, *,
-                 progress: ProgressCallback | None = None, **backend_options: Any):
+                 progress: ProgressCallback | None = None,
+                 placement_overrides: dict[str, BackendType | str] | None = None,
+                 **backend_options: Any):
         self.model = model
         self.backend_type = BackendType.parse(backend_type)
         self._cpu = CpuBackend()
         self._closed = False
+        self._progress = progress
         if self.backend_type is BackendType.CPU:
             self._backend: Backend = self._cpu
         else:
             self._backend = executor.call(
                 functools.partial(create_backend, self.backend_type, **backend_options))
-        self.placement: dict[str, Placement] = self._plan()
+        self.placement_overrides = self._check_overrides(placement_overrides or {})
+        self._plans: dict[Signature | None, Plan] = {}
+        self._plan = self._plans[None] = build_plan(
+            model, self._backend, self.backend_type, None, self.placement_overrides)
+        self._pending_plan: Future | None = None
+        self._last_signature: Signature | None = None
         self._last_use = self._liveness()
-        self._const_slots = {n: _Slot(_meta_of(v), cpu=v) for n, v in model.constants.items()}
-        self._cpu_steps: list[tuple] | None = None
+        self._constants = {n: v for n, v in model.constants.items()}
+        self._const_slots = {n: Slot(meta_of(v), cpu=v) for n, v in model.constants.items()}
+        self._cpu_plan: list[tuple] | None = None
         self._last_profile: Profile | None = None
         self._pending_profile: Future | None = None
         self._outputs: dict[str, Tensor] = {}
-        prepare = getattr(self._backend, "prepare", None)
-        if prepare is not None:
-            executor.call(prepare, model, self.placement, progress)
+        self._live: weakref.WeakSet[Tensor] = weakref.WeakSet()
+        if self._backend is not self._cpu:
+            executor.call(self._prepare, self._plan)
 
     # -- planning -------------------------------------------------------------------------
-    def _plan(self) -> dict[str, Placement]:
-        plan = {}
-        forced = self.model.cpu_forced
-        for layer in self.model.layers:
-            if self.backend_type is BackendType.CPU:
-                plan[layer.name] = Placement(BackendType.CPU, "CPU backend")
-                continue
-            forced_out = [o for o in layer.outputs if o in forced]
-            if forced_out:
-                plan[layer.name] = Placement(
-                    BackendType.CPU, f"CPU-forced: computes {forced_out[0]!r}, needed on the "
-                    "CPU to plan other layers")
-                continue
-            reason = self._backend.supports(layer, [self._static_meta(n) for n in layer.inputs])
-            if reason is None:
-                plan[layer.name] = Placement(self.backend_type, "native")
-            else:
-                plan[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
+    @property
+    def placement(self) -> dict[str, Placement]:
+        """{layer name: Placement} for the last scheduled input signature (the declared
+        shapes before the first ``schedule``)."""
+        pending = self._pending_plan
+        if pending is not None:
+            pending.result()
+        return self._plan.placement
+
+    @property
+    def plan(self) -> Plan:
+        """The plan of the last scheduled input signature (placement, metas, summary)."""
+        self.placement  # noqa: B018 - waits for a plan still being made
+        return self._plan
+
+    def plan_for(self, shapes: dict[str, tuple[int, ...]]) -> Plan:
+        """The plan for concrete input shapes, without running (``inspect --input``)."""
+        specs = {s.name: s for s in self.model.inputs}
+        unknown = [n for n in shapes if n not in specs]
+        if unknown:
+            raise EngineError(f"the model has no input {unknown[0]!r}")
+        sig = tuple((name, tuple(int(d) for d in shapes[name]),
+                     np.dtype(specs[name].dtype) if specs[name].dtype is not None
+                     else "NoneType") for name in specs if name in shapes)
+        return executor.call(self._get_plan, sig)
+
+    def _get_plan(self, sig: Signature) -> Plan:
+        plan = self._plans.get(sig)
+        if plan is None:
+            plan = build_plan(self.model, self._backend, self.backend_type, sig,
+                              self.placement_overrides)
+            if len(self._plans) > 64:  # a stream of new shapes must not grow without end
+                self._plans.pop(next(k for k in self._plans if k is not None))
+            self._plans[sig] = plan
+        if not plan.prepared and self._backend is not self._cpu:
+            t0 = time.perf_counter()
+            self._prepare(plan)
+            plan.build_ms += (time.perf_counter() - t0) * 1e3
         return plan
 
-    def _static_meta(self, name: str) -> Meta | None:
-        if not name:
-            return None
-        if name in self.model.constants:
-            return _meta_of(self.model.constants[name])
-        spec = self.model.spec(name)
-        if spec is None or spec.shape is None or spec.dtype is None:
-            return None
-        return Meta(tuple(spec.shape), np.dtype(spec.dtype))
+    def _prepare(self, plan: Plan) -> None:
+        inputs = None if plan.signature is None else {
+            n: m for n, m in plan.metas.items() if any(n == s[0] for s in plan.signature)}
+        self._backend.prepare(self.model, plan.placement, self._progress, inputs)
+        plan.prepared = True
+
+    def _analysis_plan(self) -> Plan:
+        sig = self._last_signature
+        if sig is None:
+            return self.plan
+        if self._backend is not self._cpu:
+            self.placement  # noqa: B018 - the run's own plan, once it is made
+            return self._plans.get(sig) or self._plan
+        plan = self._plans.get(sig)
+        if plan is None:  # the CPU backend runs without plans: make one for the analysis
+            plan = executor.call(self._get_plan, sig)
+        return plan
+
+    def layer_costs(self) -> dict[str, LayerCost]:
+        """{layer: LayerCost(flops, bytes_in, bytes_out)} for the last scheduled shapes."""
+        return layer_costs(self.model, self._analysis_plan())
+
+    def memory_timeline(self) -> MemoryTimeline:
+        """Live tensor bytes on the CPU and the device along the execution order, for the
+        last scheduled shapes, with the peak and the tensors alive at it."""
+        return memory_timeline(self.model, self._analysis_plan(), self._last_use)
+
+    def _check_overrides(self, overrides: dict) -> dict[str, BackendType]:
+        layers = {layer.name: layer for layer in self.model.layers}
+        out = {}
+        for name, wanted in overrides.items():
+            layer = layers.get(name)
+            if layer is None:
+                raise EngineError(f"placement override names no layer: {name!r}")
+            wanted = BackendType.parse(wanted)
+            if wanted is BackendType.CPU:
+                out[name] = wanted
+                continue
+            if wanted is not self.backend_type:
+                raise EngineError(f"layer {name!r} cannot be placed on {wanted.name}: this "
+                                  f"worker runs {self.backend_type.name} (and the CPU)")
+            if any(o in self.model.cpu_forced for o in layer.outputs):
+                raise EngineError(f"layer {name!r} cannot run on {wanted.name}: its output is "
+                                  "needed on the CPU to plan other layers (CPU-forced)")
+            if self._backend.kernels.lookup(layer) is None:
+                raise EngineError(f"layer {name!r} cannot run on {wanted.name}: it has no "
+                                  f"{layer.op_type} kernel")
+            out[name] = wanted
+        return out
 
     def _liveness(self) -> dict[str, int]:
         last: dict[str, int] = {}
@@ -120,11 +181,32 @@ class Worker:
             last[o.name] = len(self.model.layers)
         return last
 
+    def _cpu_steps(self) -> list[tuple]:
+        """Per layer: (layer, kernel fn or None, input names, output names, names whose last
+        use it is): what the CPU run loop needs, derived once."""
+        if self._cpu_plan is None:
+            dead: list[list[str]] = [[] for _ in self.model.layers]
+            for n, i in self._last_use.items():
+                if i < len(dead) and n not in self._constants:
+                    dead[i].append(n)
+            steps = []
+            for layer, gone in zip(self.model.layers, dead):
+                kernel = KERNELS.lookup(layer)
+                steps.append((layer, None if kernel is None else kernel.fn, layer.all_inputs(),
+                              [(i, n) for i, n in enumerate(layer.outputs) if n], gone))
+            self._cpu_plan = steps
+        return self._cpu_plan
+
     # -- scheduling -----------------------------------------------------------------------
-    def schedule(self, inputs: dict[str, Any] | np.ndarray | Tensor) -> Worker:
-        """Queue a run on ``inputs`` and return at once; outputs are read with ``peek_output``."""
+    def schedule(self, inputs: dict[str, Any] | Any, capture: Capture = None) -> Worker:
+        """Queue a run on ``inputs`` and return at once; outputs are read with ``peek_output``.
+
+        ``capture`` (a list of tensor names, or ``"all"``) keeps those intermediate tensors
+        for ``peek_output(name)`` after the run. The inputs are copied: changing an array
+        after ``schedule`` returns does not change the run.
+        """
         feeds = self._check_inputs(inputs)
-        steps, finish = self._start_run(feeds)
+        steps, finish = self._start_run(feeds, capture)
 
         def run_all():
             for _ in steps:
@@ -134,7 +216,8 @@ class Worker:
         job.add_done_callback(finish)
         return self
 
-    def schedule_iterable(self, inputs: dict[str, Any] | np.ndarray | Tensor) -> Iterator[Layer]:
+    def schedule_iterable(self, inputs: dict[str, Any] | Any, capture: Capture = None
+                          ) -> Iterator[Layer]:
         """Schedule one layer per step; yields each layer after it has been scheduled.
 
         Inputs are checked at once (as in ``schedule``). Closing or dropping the iterator
@@ -142,150 +225,97 @@ class Worker:
         pending forever.
         """
         feeds = self._check_inputs(inputs)
-        steps, finish = self._start_run(feeds)
-        return _Steps(steps, finish)
+        steps, finish = self._start_run(feeds, capture)
+        return Steps(steps, finish)
 
     def peek_output(self, name: str | None = None) -> Tensor:
-        """The output tensor of the last scheduled run (first output when ``name`` is None)."""
+        """An output (the first when ``name`` is None) or a captured tensor of the last run."""
         if not self._outputs:
             raise EngineError("nothing has been scheduled yet; call schedule() first")
         if name is None:
             name = self.model.outputs[0].name
         if name not in self._outputs:
             names = ", ".join(repr(o.name) for o in self.model.outputs)
-            raise EngineError(f"the model has no output {name!r}; its outputs are {names}")
+            if name in self.model.fused_away:
+                raise EngineError(f"tensor {name!r} does not exist at run time: it was fused "
+                                  f"into layer {self.model.fused_away[name]!r}")
+            raise EngineError(f"{name!r} is neither an output nor a captured tensor of the "
+                              f"last run; the model's outputs are {names} (pass "
+                              f"capture=[...] to schedule to keep intermediates)")
         return self._outputs[name]
 
-    def _start_run(self, feeds: dict[str, Any]):
+    def _capture_names(self, capture: Capture) -> list[str]:
+        if capture is None:
+            return []
+        produced = [o for layer in self.model.layers for o in layer.outputs if o]
+        if isinstance(capture, str):
+            if capture != "all":
+                raise EngineError(f"capture must be a list of tensor names or 'all', "
+                                  f"not {capture!r}")
+            return produced
+        known = set(produced) | {s.name for s in self.model.inputs}
+        names = list(dict.fromkeys(capture))
+        for n in names:
+            if n in self.model.fused_away:
+                raise EngineError(f"cannot capture {n!r}: fusion removed it (it is computed "
+                                  f"inside layer {self.model.fused_away[n]!r})")
+            if n not in known:
+                raise EngineError(f"cannot capture {n!r}: the model has no such tensor")
+        return names
+
+    def _start_run(self, feeds: dict[str, Any], capture: Capture):
         if self._closed:
             raise EngineError("the worker is closed")
-        futures = {o.name: Future() for o in self.model.outputs}
+        captured = self._capture_names(capture)
+        names = [o.name for o in self.model.outputs] + \
+            [n for n in captured if n not in {o.name for o in self.model.outputs}]
+        futures = {n: Future() for n in names}
         owns = self._backend is not self._cpu
         self._outputs = {n: Tensor(n, f, owns_handle=owns) for n, f in futures.items()}
-        steps = self._run(feeds, futures)
+        if owns:
+            self._live.update(self._outputs.values())
+        keep = set(captured)
+        self._last_signature = signature_of(feeds)
+        if self._backend is self._cpu:
+            steps = run_on_cpu(self, feeds, futures, keep)
+        else:
+            steps = self._placed_steps(feeds, futures, keep)
 
         def finish(job: Future) -> None:
             exc = job.exception()
             for f in futures.values():
                 if not f.done():
-                    f.set_exception(exc or EngineError("the run produced no value for this output"))
+                    f.set_exception(exc or EngineError("the run produced no value for this "
+                                                       "tensor"))
 
         return steps, finish
 
-    def _steps_on_cpu(self) -> list[tuple]:
-        """Per layer: (layer, kernel fn or None, input names, output names, names whose last
-        use it is): what the CPU backend's run loop needs, derived once."""
-        dead: list[list[str]] = [[] for _ in self.model.layers]
-        for n, i in self._last_use.items():
-            if i < len(dead) and n not in self._const_slots:
-                dead[i].append(n)
-        steps = []
-        for layer, gone in zip(self.model.layers, dead):
-            kernel = KERNELS.lookup(layer)
-            steps.append((layer, None if kernel is None else kernel.fn, layer.all_inputs(),
-                          [(i, n) for i, n in enumerate(layer.outputs) if n], gone))
-        return steps
+    def _placed_steps(self, feeds, futures, keep) -> Iterator[Layer]:
+        sig = self._last_signature
+        plan = self._plans.get(sig)
+        if plan is not None and plan.prepared:
+            self._plan, self._pending_plan = plan, None
+            return run_placed(self, plan, feeds, futures, keep)
+        made: Future = Future()
+        self._pending_plan = made
 
-    def _run(self, feeds: dict[str, Any], futures: dict[str, Future]) -> Iterator[Layer]:
-        backend, cpu = self._backend, self._cpu
-        if backend is cpu:
-            return self._run_on_cpu(feeds, futures)
-        return self._run_placed(feeds, futures)
+        def steps() -> Iterator[Layer]:
+            try:
+                new_plan = self._get_plan(sig)
+            except BaseException as exc:
+                made.set_exception(exc)
+                raise
+            self._plan = new_plan
+            made.set_result(new_plan)
+            yield from run_placed(self, new_plan, feeds, futures, keep)
 
-    def _run_on_cpu(self, feeds: dict[str, Any], futures: dict[str, Future]) -> Iterator[Layer]:
-        """The run loop of the CPU backend: plain values, no metadata or placement per layer
-        (small models run hundreds of layers of a few microseconds each)."""
-        cpu = self._cpu
-        free_released()
-        if self._cpu_steps is None:
-            self._cpu_steps = self._steps_on_cpu()
-        values: dict[str, Any] = dict(feeds)
-        values.update((n, s.cpu) for n, s in self._const_slots.items())
-        timings: list[LayerTiming] = []
-        add, clock, kind = timings.append, time.perf_counter, cpu.type.value
-        t_run = clock()
-        cpu.begin_run()
-        for layer, fn, in_names, out_names, gone in self._cpu_steps:
-            args = [values[n] if n else None for n in in_names]
-            t0 = clock()
-            if fn is None:  # no kernel: run_layer raises the user-facing error
-                outs = cpu.run_layer(layer, args, [None if a is None else _meta_of(a)
-                                                   for a in args])
-            else:
-                outs = run_kernel(fn, layer, args)
-            t1 = clock()
-            for i, name in out_names:
-                values[name] = outs[i]
-            add(LayerTiming(layer.name, layer.op_type, kind, (t1 - t0) * 1e3, "cpu-clock",
-                            False, (t0 - t_run) * 1e3))
-            for n in gone:
-                values.pop(n, None)
-            yield layer
-        cpu.flush()
-        for name, fut in futures.items():
-            if name not in values:
-                fut.set_exception(EngineError(f"output {name!r} was not computed"))
-            else:
-                value = values[name]
-                fut.set_result(Stored(cpu, value, _meta_of(value)))
-        self._finish_profile(timings, (clock() - t_run) * 1e3)
+        return steps()
 
-    def _run_placed(self, feeds: dict[str, Any], futures: dict[str, Future]
-                    ) -> Iterator[Layer]:
-        backend, cpu = self._backend, self._cpu
-        free_released()
-        slots: dict[str, _Slot] = {n: _Slot(_meta_of(v), cpu=v) for n, v in feeds.items()}
-        slots.update(self._const_slots)
-        timings: list[LayerTiming] = []
-        t_run = time.perf_counter()
-        backend.begin_run()
-        for index, layer in enumerate(self.model.layers):
-            place = self.placement[layer.name]
-            ins = [slots[n] if n else None for n in layer.all_inputs()]
-            metas = [None if s is None else s.meta for s in ins]
-            target = backend if place.backend is not BackendType.CPU else cpu
-            if target is not cpu:
-                reason = backend.supports(layer, metas)
-                if reason is not None:
-                    target = cpu
-                    self.placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
-            t0 = time.perf_counter()
-            if target is cpu:
-                args = [None if s is None else self._on_cpu(s) for s in ins]
-                outs = cpu.run_layer(layer, args, metas)
-                out_metas = [_meta_of(v) for v in outs]
-                new = [_Slot(m, cpu=v) for m, v in zip(out_metas, outs)]
-            else:
-                args = [None if s is None else self._on_device(s) for s in ins]
-                out_metas = op_for(layer).infer(layer, metas)
-                outs = backend.run_layer(layer, args, metas, out_metas)
-                new = [_Slot(m, dev=h) for m, h in zip(out_metas, outs)]
-            t1 = time.perf_counter()
-            for name, slot in zip(layer.outputs, new):
-                if name:
-                    slots[name] = slot
-            timings.append(LayerTiming(layer.name, layer.op_type, target.type.value,
-                                       (t1 - t0) * 1e3, "cpu-clock", target is not backend,
-                                       (t0 - t_run) * 1e3))
-            self._free_dead(slots, layer, index)
-            yield layer
-        backend.flush()
-        for name, fut in futures.items():
-            slot = slots.get(name)
-            if slot is None:
-                fut.set_exception(EngineError(f"output {name!r} was not computed"))
-            elif slot.dev is not None:
-                fut.set_result(Stored(backend, slot.dev, slot.meta))
-            else:
-                fut.set_result(Stored(cpu, slot.cpu, slot.meta))
-        total = (time.perf_counter() - t_run) * 1e3
-        self._finish_profile(timings, total)
-
-    def _finish_profile(self, timings: list[LayerTiming], total_ms: float) -> None:
+    def _finish_profile(self, timings, total_ms: float) -> None:
         device = self._backend.collect_timings()
         profile = Profile(self.backend_type.value, timings, total_ms)
         if not isinstance(device, Future):
-            _apply_device_times(profile, device)
+            apply_device_times(profile, device)
             self._last_profile = profile
             return
         # device times resolve once the GPU has finished: the profile is published then,
@@ -296,7 +326,7 @@ class Worker:
         def publish(fut: Future) -> None:
             profile.total_ms = max(profile.total_ms, (time.perf_counter() - t_start) * 1e3)
             if fut.exception() is None:
-                _apply_device_times(profile, fut.result())
+                apply_device_times(profile, fut.result())
             self._last_profile = profile
             published.set_result(None)
 
@@ -318,32 +348,19 @@ class Worker:
     @property
     def peak_memory_bytes(self) -> int | None:
         """Peak device memory of the plan, for backends that allocate device memory."""
-        return getattr(self._backend, "peak_memory_bytes", None)
+        return self._backend.peak_memory_bytes
 
-    def _on_cpu(self, slot: _Slot) -> Any:
+    def _on_cpu(self, slot: Slot) -> Any:
         if slot.cpu is None and slot.dev is not None:  # (an empty optional is None on the CPU)
             self._backend.flush()
             slot.cpu = self._backend.download(slot.dev, slot.meta)
             slot.meta = Meta(slot.meta.shape, slot.meta.dtype, slot.cpu)
         return slot.cpu
 
-    def _on_device(self, slot: _Slot) -> Any:
+    def _on_device(self, slot: Slot) -> Any:
         if slot.dev is None:
             slot.dev = self._backend.upload(slot.cpu)
         return slot.dev
-
-    def _free_dead(self, slots: dict[str, _Slot], layer: Layer, index: int) -> None:
-        if self._backend is self._cpu:
-            for n in layer.all_inputs():
-                if n and self._last_use.get(n) == index and n not in self._const_slots:
-                    slots.pop(n, None)
-            return
-        for n in set(layer.all_inputs()) | set(layer.outputs):
-            if not n or self._last_use.get(n, -1) > index or n in self._const_slots:
-                continue
-            slot = slots.pop(n, None)
-            if slot is not None and slot.dev is not None:
-                self._backend.free(slot.dev)
 
     # -- input checking -------------------------------------------------------------------
     def _check_inputs(self, inputs) -> dict[str, Any]:
@@ -351,74 +368,25 @@ class Worker:
 
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the backend's resources (after the queued work has run)."""
+        """Release the backend's resources (after the queued work has run).
+
+        Output and captured tensors that are still referenced are read back to the CPU
+        first, so they stay readable after the worker is gone.
+        """
         if self._closed:
             return
         self._closed = True
-        if self._backend is not self._cpu:
-            executor.call(free_released)
-            executor.call(self._backend.close)
+        if self._backend is self._cpu:
+            return
+        executor.call(lambda: None)  # the queued runs finish first
+        for tensor in list(self._live):
+            tensor.keep_on_cpu()
+        self._live = weakref.WeakSet()
+        executor.call(free_released)
+        executor.call(self._backend.close)
 
     def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _apply_device_times(profile: Profile, device: dict[str, float] | None) -> None:
-    for t in profile.layers:
-        if device and t.name in device and not t.fallback:
-            t.ms, t.source = device[t.name], "gpu-timestamp"
-
-
-class _Steps:
-    """The iterator of ``schedule_iterable``: one layer per ``next``, on the engine thread."""
-
-    def __init__(self, steps: Iterator[Layer], finish: Callable[[Future], None]):
-        self._steps, self._finish, self._done = steps, finish, False
-
-    def __iter__(self) -> _Steps:
-        return self
-
-    def __next__(self) -> Layer:
-        if self._done:
-            raise StopIteration
-        try:
-            layer = executor.call(next, self._steps, None)
-        except BaseException as exc:
-            self._end(exc)
-            raise
-        if layer is None:
-            self._end(None)
-            raise StopIteration
-        return layer
-
-    def close(self) -> None:
-        """Stop scheduling; outputs not computed yet fail with an EngineError."""
-        if not self._done:
-            executor.call(self._steps.close)
-            self._end(EngineError("schedule_iterable was abandoned before the end"))
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown; nothing is waiting then
-            pass
-
-    def _end(self, exc: BaseException | None) -> None:
-        self._done = True
-        done: Future = Future()
-        if exc is None:
-            done.set_result(None)
-        else:
-            done.set_exception(exc)
-        self._finish(done)
-
-
-def _meta_of(value: Any) -> Meta:
-    if isinstance(value, np.ndarray):
-        return Meta.of(value)
-    if isinstance(value, np.generic):
-        return Meta.of(np.asarray(value))
-    return Meta((), np.dtype(object), value)

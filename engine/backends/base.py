@@ -97,8 +97,11 @@ class KernelTable:
         if k.check is not None:
             try:
                 return k.check(layer, metas)
-            except Exception as exc:  # a check must never take the planner down
-                return f"{self.backend_name} cannot check {layer.op_type}: {exc}"
+            except Exception:  # a check must never take the planner down (nor its text)
+                shapes = ", ".join("none" if m is None else
+                                   f"{np.dtype(m.dtype).name}{list(m.shape)}" for m in metas)
+                return (f"the {self.backend_name} {layer.op_type} kernel does not handle "
+                        f"inputs {shapes}")
         return None
 
     def op_types(self) -> set[str]:
@@ -110,6 +113,11 @@ class Backend(ABC):
 
     type: BackendType
     kernels: KernelTable
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close`` released the backend's resources (handles are invalid)."""
+        return bool(getattr(self, "_closed", False))
 
     def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
         """None if this backend runs ``layer`` natively, else the reason for CPU fallback."""
@@ -140,6 +148,16 @@ class Backend(ABC):
     def run_layer(self, layer: Layer, inputs: list[Any], in_metas: list[Meta | None],
                   out_metas: list[Meta]) -> list[Any]:
         """Record/run ``layer`` on device handles; returns one handle per output."""
+
+    #: peak device bytes of the plan (backends that allocate device memory set it)
+    peak_memory_bytes: int | None = None
+
+    def prepare(self, model, placement: dict, progress=None, input_metas=None) -> None:
+        """Compile what a plan needs before its first run (called once per input signature
+        with that signature's concrete ``input_metas``; None: the declared shapes)."""
+
+    def poll(self) -> None:
+        """Drive pending readbacks forward, for backends whose device needs polling."""
 
     def begin_run(self) -> None:
         """Called before the first layer of a schedule."""

@@ -1,4 +1,4 @@
-"""DESIGN §5: find tensors whose values are needed on the CPU to schedule work.
+"""Find tensors whose values are needed on the CPU to schedule work.
 
 A tensor is CPU-forced if it is an op's planning input (``Op.cpu_inputs``: the
 shape of Reshape/Expand/Tile/ConstantOfShape, axes, Slice starts/ends, Resize

@@ -104,6 +104,7 @@ class _Fuser:
 
     def bypass(self, first: Layer, second: Layer) -> None:
         """``second`` is absorbed into ``first``: first now writes second's output."""
+        getattr(self.m, "fused_away", {})[first.outputs[0]] = first.name
         first.outputs[0] = second.outputs[0]
         self.removed.add(id(second))
         self.producer[second.outputs[0]] = first

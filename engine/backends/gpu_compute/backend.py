@@ -277,19 +277,19 @@ class GpuComputeBackend(Backend):
         if resolved is not None:
             self._timestamps.read(resolved)
 
-    def poll(self) -> None:
-        """Readbacks complete on wgpu's poll thread; nothing to drive from here."""
-
     def collect_timings(self) -> Future | None:
         """A future of {layer: GPU ms} resolved when the run's timestamps are read back."""
         return self._timestamps.collect() if self._timestamps else None
 
-    def prepare(self, model, placement, progress=None) -> None:
-        """Compile (and warm) the pipelines the plan needs; estimate its peak memory."""
+    def prepare(self, model, placement, progress=None, input_metas=None) -> None:
+        """Compile (and warm) the pipelines the plan needs; estimate its peak memory.
+
+        ``input_metas`` are the concrete inputs of an input signature (None: the declared
+        shapes, symbolic dims taken as 1)."""
         from engine.backends.gpu_compute.planning import prepare_plan
 
         self._constants = dict(model.constants)
-        prepare_plan(self, model, placement, progress)
+        prepare_plan(self, model, placement, progress, input_metas)
 
     def close(self) -> None:
         if self._closed:

@@ -36,13 +36,14 @@ class DryRun:
         self.programs: list[Program] = []
 
 
-def _static_inputs(model) -> dict[str, Meta]:
+def _static_inputs(model, input_metas=None) -> dict[str, Meta]:
     metas = {}
-    for spec in model.inputs:
+    for spec in model.inputs if input_metas is None else ():
         if spec.shape is None or spec.dtype is None:
             continue
         shape = tuple(d if isinstance(d, int) else 1 for d in spec.shape)
         metas[spec.name] = Meta(shape, np.dtype(spec.dtype))
+    metas.update(input_metas or {})
     for name, value in model.constants.items():
         if isinstance(value, np.ndarray):
             metas[name] = Meta.of(value)
@@ -74,10 +75,10 @@ def _infer(model, layer, ins: list[Meta | None], on_cpu: bool) -> list[Meta] | N
     return outs
 
 
-def walk(backend, model, placement) -> DryRun:
+def walk(backend, model, placement, input_metas=None) -> DryRun:
     """Dry-run the plan on static shapes; returns the simulated pool and programs."""
     dry = DryRun()
-    metas = _static_inputs(model)
+    metas = _static_inputs(model, input_metas)
     last: dict[str, int] = {}
     for i, layer in enumerate(model.layers):
         for n in layer.all_inputs():
@@ -118,9 +119,9 @@ def walk(backend, model, placement) -> DryRun:
     return dry
 
 
-def prepare_plan(backend, model, placement, progress=None) -> None:
+def prepare_plan(backend, model, placement, progress=None, input_metas=None) -> None:
     """Compile and warm the plan's pipelines; set ``backend.peak_memory_bytes``."""
-    dry = walk(backend, model, placement)
+    dry = walk(backend, model, placement, input_metas)
     backend.peak_memory_bytes = dry.pool.peak_bytes
     todo = [p for p in dry.programs if p not in backend.pipelines.warmed]
     if not todo:

@@ -1,0 +1,191 @@
+"""The worker's two run loops, as generators yielding each layer once it is scheduled.
+
+``run_on_cpu`` is the CPU backend's lean loop: plain values, no metadata per layer (small
+models run hundreds of layers of a few microseconds each). ``run_placed`` runs a plan on a
+GPU backend, falling back to the CPU layer by layer, and frees everything it allocated
+when the run fails or is abandoned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+
+from engine.backends import BackendType
+from engine.backends.cpu.interpreter import run_kernel
+from engine.errors import EngineError, KernelError
+from engine.model import Layer
+from engine.ops import op_for
+from engine.ops.base import Meta
+from engine.plan import NATIVE, SYMBOLIC, UNDECIDED, Placement, Plan
+from engine.profile import LayerTiming
+from engine.tensor import Stored, free_released
+
+
+class Slot:
+    """A tensor during a placed run: its CPU value and/or device handle, and its metadata."""
+
+    __slots__ = ("cpu", "dev", "meta")
+
+    def __init__(self, meta: Meta, cpu: Any = None, dev: Any = None):
+        self.meta, self.cpu, self.dev = meta, cpu, dev
+
+
+def meta_of(value: Any) -> Meta:
+    if isinstance(value, np.ndarray):
+        return Meta.of(value)
+    if isinstance(value, np.generic):
+        return Meta.of(np.asarray(value))
+    return Meta((), np.dtype(object), value)
+
+
+def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
+               keep: set[str]) -> Iterator[Layer]:
+    """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures)."""
+    cpu = worker._cpu
+    free_released()
+    steps = worker._cpu_steps()
+    values: dict[str, Any] = dict(feeds)
+    values.update(worker._constants)
+    timings: list[LayerTiming] = []
+    add, clock, kind = timings.append, time.perf_counter, cpu.type.value
+    t_run = clock()
+    cpu.begin_run()
+    for layer, fn, in_names, out_names, gone in steps:
+        args = [values[n] if n else None for n in in_names]
+        t0 = clock()
+        if fn is None:  # no kernel: run_layer raises the user-facing error
+            outs = cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
+        else:
+            outs = run_kernel(fn, layer, args)
+        t1 = clock()
+        for i, name in out_names:
+            values[name] = outs[i]
+        add(LayerTiming(layer.name, layer.op_type, kind, (t1 - t0) * 1e3, "cpu-clock",
+                        False, (t0 - t_run) * 1e3))
+        for n in gone:
+            if n not in keep:
+                values.pop(n, None)
+        yield layer
+    cpu.flush()
+    for name, fut in futures.items():
+        if name not in values:
+            fut.set_exception(EngineError(f"tensor {name!r} was not computed"))
+        else:
+            value = values[name]
+            fut.set_result(Stored(cpu, value, meta_of(value)))
+    worker._finish_profile(timings, (clock() - t_run) * 1e3)
+
+
+def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Future],
+               keep: set[str]) -> Iterator[Layer]:
+    """Run ``plan`` on the worker's GPU backend with CPU fallback per layer."""
+    backend, cpu = worker._backend, worker._cpu
+    free_released()
+    slots: dict[str, Slot] = {n: Slot(meta_of(v), cpu=v) for n, v in feeds.items()}
+    consts = worker._const_slots
+    slots.update(consts)
+    timings: list[LayerTiming] = []
+    last_use = worker._last_use
+    placement = plan.placement
+    t_run = time.perf_counter()
+    handed_over = False
+    backend.begin_run()
+    try:
+        for index, layer in enumerate(worker.model.layers):
+            place = placement[layer.name]
+            ins = [slots[n] if n else None for n in layer.all_inputs()]
+            metas = [None if s is None else s.meta for s in ins]
+            target = backend if place.backend is not BackendType.CPU else cpu
+            if target is not cpu:
+                reason = backend.supports(layer, metas)
+                if reason is not None:
+                    target = cpu
+                    placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
+                elif place.reason in (UNDECIDED, SYMBOLIC):
+                    placement[layer.name] = Placement(place.backend, NATIVE)
+            if target is cpu and any(s is not None and s.cpu is None and s.dev is not None
+                                     for s in ins):
+                # waiting for queued GPU work and the readback is its own bar, not the layer's
+                ts = time.perf_counter()
+                for s in ins:
+                    if s is not None:
+                        worker._on_cpu(s)
+                metas = [None if s is None else s.meta for s in ins]
+                timings.append(LayerTiming(f"{layer.name}/sync", "Sync", "sync",
+                                           (time.perf_counter() - ts) * 1e3, "cpu-clock",
+                                           False, (ts - t_run) * 1e3))
+            t0 = time.perf_counter()
+            new = _run_layer(worker, layer, target, ins, metas)
+            t1 = time.perf_counter()
+            for name, slot in zip(layer.outputs, new):
+                if name:
+                    slots[name] = slot
+            timings.append(LayerTiming(layer.name, layer.op_type, target.type.value,
+                                       (t1 - t0) * 1e3, "cpu-clock", target is not backend,
+                                       (t0 - t_run) * 1e3))
+            _free_dead(backend, slots, layer, index, last_use, consts, keep)
+            yield layer
+        backend.flush()
+        for name, fut in futures.items():
+            slot = slots.get(name)
+            if slot is None:
+                fut.set_exception(EngineError(f"tensor {name!r} was not computed"))
+            elif slot.dev is not None:
+                fut.set_result(Stored(backend, slot.dev, slot.meta))
+            else:
+                fut.set_result(Stored(cpu, slot.cpu, slot.meta))
+        handed_over = True
+    finally:
+        if not handed_over:  # failed or abandoned: free what this run allocated
+            _free_all(backend, slots, consts)
+            try:
+                backend.flush()  # what was recorded still runs; its buffers are pooled
+            except Exception:  # noqa: BLE001 - the run's own error is the one to report
+                pass
+    worker._finish_profile(timings, (time.perf_counter() - t_run) * 1e3)
+
+
+def _run_layer(worker, layer: Layer, target, ins: list[Slot | None],
+               metas: list[Meta | None]) -> list[Slot]:
+    cpu = worker._cpu
+    try:
+        if target is cpu:
+            args = [None if s is None else worker._on_cpu(s) for s in ins]
+            outs = cpu.run_layer(layer, args, metas)
+            return [Slot(meta_of(v), cpu=v) for v in outs]
+        args = [None if s is None else worker._on_device(s) for s in ins]
+        out_metas = op_for(layer).infer(layer, metas)
+        outs = target.run_layer(layer, args, metas, out_metas)
+        return [Slot(m, dev=h) for m, h in zip(out_metas, outs)]
+    except EngineError:
+        raise
+    except Exception as exc:  # shape logic or upload rejecting these inputs
+        shapes = ", ".join("none" if m is None else f"{m.dtype.name}{list(m.shape)}"
+                           for m in metas)
+        raise KernelError(f"layer {layer.name!r} ({layer.op_type}) cannot run on inputs "
+                          f"{shapes}: {exc}") from exc
+
+
+def _free_dead(backend, slots: dict[str, Slot], layer: Layer, index: int,
+               last_use: dict[str, int], consts: dict, keep: set[str]) -> None:
+    for n in set(layer.all_inputs()) | set(layer.outputs):
+        if not n or last_use.get(n, -1) > index or n in consts or n in keep:
+            continue
+        slot = slots.pop(n, None)
+        if slot is not None and slot.dev is not None:
+            backend.free(slot.dev)
+
+
+def _free_all(backend, slots: dict[str, Slot], consts: dict) -> None:
+    for name, slot in slots.items():
+        if name not in consts and slot.dev is not None:
+            try:
+                backend.free(slot.dev)
+            except Exception:  # noqa: BLE001 - freeing after a failure is best effort
+                pass
+    slots.clear()
