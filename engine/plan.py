@@ -32,6 +32,8 @@ NATIVE = "native"
 UNDECIDED = "native (its input shapes depend on input values: checked when it runs)"
 SYMBOLIC = "native (its input shapes are symbolic: checked for each input signature)"
 USER_CPU = "CPU: the user's choice (placement override)"
+BRANCH = ("native: the condition is read on the CPU and the branch taken runs on the backend, "
+          "layer by layer")
 USER_GPU = "native: the user's choice (placement override)"
 
 #: per input: name, shape, and the dtype (or the type name of a non-tensor value)
@@ -138,6 +140,8 @@ def _place(layer: Layer, ins: list[Meta | None], known: bool, backend: Backend,
     wanted = overrides.get(layer.name)
     if wanted is BackendType.CPU:
         return Placement(BackendType.CPU, USER_CPU)
+    if layer.op_type == "If":
+        return Placement(backend_type, BRANCH)
     if not known:
         return Placement(backend_type, USER_GPU if wanted else undecided)
     reason = backend.supports(layer, ins)
