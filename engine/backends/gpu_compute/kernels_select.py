@@ -1,4 +1,4 @@
-"""ScatterND and TopK."""
+"""GatherND, ScatterND and TopK."""
 
 from __future__ import annotations
 
@@ -15,6 +15,31 @@ WG = 256
 INDEX = (np.dtype(np.int32), np.dtype(np.int64))
 #: TopK picks k elements by k scans of the line; past this k a sort on the CPU is faster
 TOPK_MAX_K = 256
+
+
+def _gather_nd_check(layer, metas):
+    idx = metas[1] if len(metas) > 1 else None
+    if idx is not None and np.dtype(idx.dtype) not in INDEX:
+        return f"GatherND indices must be int32 or int64, got {np.dtype(idx.dtype).name}"
+    return None
+
+
+@gpu_kernel("GatherND", dtypes=None, inputs=None, check=_gather_nd_check)
+def GatherND(ctx, layer, ins, metas, out_metas):
+    data, idx = metas[0], metas[1]
+    out = out_metas[0]
+    y = ctx.tensor(out)
+    n = size_of(out.shape)
+    if n:
+        b, depth = int(layer.attr("batch_dims", 0)), idx.shape[-1]
+        slice_size = size_of(data.shape[b + depth:])
+        rows = size_of(idx.shape[b:-1])
+        strides = contiguous_strides(data.shape)[b:b + depth]
+        params = pack(n, max(slice_size, 1), depth, words_per_element(out.dtype),
+                      words_per_element(idx.dtype), max(rows, 1), size_of(data.shape[b:]), 0,
+                      *arr8(data.shape[b:b + depth]), *arr8(strides))
+        ctx.dispatch(Program.of("gather_nd.wgsl"), [ins[0], ins[1], y], params, -(-n // WG))
+    return [y]
 
 
 def _scatter_nd_check(layer, metas):

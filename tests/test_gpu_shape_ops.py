@@ -1,0 +1,127 @@
+"""Range, Trilu, CumSum, Where, Gather*, ScatterND, TopK on both GPU backends.
+
+Each case builds a one-node model, asserts that the layer ran natively on the GPU backend
+(a silent CPU fallback would make the comparison meaningless) and compares with onnx's
+reference evaluator on fresh random data, with odd sizes, broadcasting and negative
+axes/indices.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.shape_ops_util import GPU, check, one_node, run_native
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("require_gpu")]
+backends = pytest.mark.parametrize("backend", GPU, ids=lambda b: b.value)
+
+
+def f32(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@backends
+@pytest.mark.parametrize("start,limit,delta,dtype", [
+    (0, 7, 1, np.int64), (10, -3, -3, np.int64), (2, 11, 2, np.int32),
+    (0.5, 3.7, 0.25, np.float32), (1.0, -2.0, -0.3, np.float32)])
+def test_range(backend, start, limit, delta, dtype):
+    feeds = {n: np.array(v, dtype) for n, v in zip(("s", "l", "d"), (start, limit, delta))}
+    check(backend, "Range", feeds)
+
+
+@backends
+@pytest.mark.parametrize("shape,k,upper", [
+    ((5, 7), 0, 1), ((2, 3, 6, 5), -2, 0), ((3, 9, 4), 3, 1), ((4, 4), -1, 1),
+    ((3, 5), 9, 0), ((2, 6, 3), -7, 1)])
+def test_trilu(backend, shape, k, upper, rng):
+    check(backend, "Trilu", {"x": f32(rng, *shape)}, {"k": np.array(k, np.int64)},
+          {"upper": upper})
+
+
+@backends
+@pytest.mark.parametrize("shape,axis,exclusive,reverse", [
+    ((7,), 0, 0, 0), ((3, 5, 6), -1, 0, 0), ((3, 5, 6), 1, 1, 0), ((2, 9, 3), 1, 0, 1),
+    ((4, 3, 5), -3, 1, 1)])
+def test_cumsum(backend, shape, axis, exclusive, reverse, rng):
+    check(backend, "CumSum", {"x": f32(rng, *shape)}, {"axis": np.array(axis, np.int32)},
+          {"exclusive": exclusive, "reverse": reverse}, rtol=1e-4)
+
+
+@backends
+@pytest.mark.parametrize("cshape,xshape,yshape", [
+    ((2, 5, 7), (2, 5, 7), (2, 5, 7)), ((1, 1, 5, 5), (2, 3, 5, 5), ()),
+    ((6, 1), (3, 1, 7), (7,)), ((5,), (4, 1), (1, 5))])
+def test_where_broadcasting(backend, cshape, xshape, yshape, rng):
+    cond = rng.random(cshape) > 0.5
+    check(backend, "Where", {"x": f32(rng, *xshape), "y": f32(rng, *yshape)},
+          {"c": np.asarray(cond)}, order=["c", "x", "y"])
+
+
+@backends
+@pytest.mark.parametrize("shape,ishape,axis", [
+    ((7, 5), (3,), 0), ((3, 9, 5), (2, 4), 1), ((2, 3, 11), (6,), -1), ((9, 6), (), 0),
+    ((5, 3, 4), (2, 2), -2)])
+def test_gather(backend, shape, ishape, axis, rng):
+    dim = shape[axis]
+    idx = rng.integers(-dim, dim, ishape).astype(np.int64)
+    check(backend, "Gather", {"x": f32(rng, *shape)}, {"i": idx}, {"axis": axis})
+
+
+@backends
+def test_gather_indices_fed_as_input(backend, rng):
+    idx = rng.integers(-6, 6, (4, 3)).astype(np.int64)
+    check(backend, "Gather", {"x": f32(rng, 3, 6, 5), "i": idx}, attrs={"axis": 1})
+
+
+@backends
+@pytest.mark.parametrize("shape,ishape,axis", [
+    ((5, 7), (5, 3), 1), ((4, 3, 6), (2, 3, 6), 0), ((3, 4, 5), (3, 4, 2), 2)])
+def test_gather_elements(backend, shape, ishape, axis, rng):
+    dim = shape[axis]
+    idx = rng.integers(-dim, dim, ishape).astype(np.int64)
+    check(backend, "GatherElements", {"x": f32(rng, *shape)}, {"i": idx}, {"axis": axis})
+
+
+@backends
+def test_gather_elements_negative_axis(backend, rng):
+    # (onnx's reference mishandles a negative axis here: NumPy is the oracle)
+    x = f32(rng, 3, 4, 5)
+    idx = rng.integers(-5, 5, (3, 4, 2)).astype(np.int64)
+    proto = one_node("GatherElements", {"x": x}, {"i": idx}, {"axis": -1})
+    got = run_native(backend, proto, {"x": x})[0]
+    np.testing.assert_array_equal(got, np.take_along_axis(x, idx % 5, -1))
+
+
+@backends
+@pytest.mark.parametrize("shape,ishape,batch", [
+    ((5, 7), (4, 2), 0), ((4, 3, 6), (2, 1), 0), ((3, 4, 5), (3, 2, 1), 1),
+    ((2, 3, 5), (2,), 0)])
+def test_gather_nd(backend, shape, ishape, batch, rng):
+    depth = ishape[-1]
+    dims = shape[batch:batch + depth]
+    idx = np.stack([rng.integers(-d, d, ishape[:-1]) for d in dims], -1).astype(np.int64)
+    check(backend, "GatherND", {"x": f32(rng, *shape)}, {"i": idx}, {"batch_dims": batch})
+
+
+@backends
+@pytest.mark.parametrize("shape,rows,depth", [((7, 5), 3, 1), ((4, 3, 6), 2, 2),
+                                               ((5, 6), 4, 2), ((3, 4, 5), 2, 1)])
+def test_scatter_nd(backend, shape, rows, depth, rng):
+    flat = rng.permutation(int(np.prod(shape[:depth])))[:rows]  # distinct targets
+    idx = np.stack(np.unravel_index(flat, shape[:depth]), -1).astype(np.int64)
+    idx[0] -= np.array(shape[:depth])  # a negative index
+    upd = f32(rng, rows, *shape[depth:])
+    check(backend, "ScatterND", {"x": f32(rng, *shape), "u": upd}, {"i": idx},
+          order=["x", "i", "u"])
+
+
+@backends
+@pytest.mark.parametrize("shape,k,axis,largest", [
+    ((3, 17), 4, -1, 1), ((2, 9, 5), 3, 1, 0), ((30,), 1, 0, 1), ((4, 6, 7), 7, 2, 1),
+    ((5, 2, 3), 5, 0, 0)])
+def test_topk(backend, shape, k, axis, largest, rng):
+    x = f32(rng, *shape)
+    x.reshape(-1)[::5] = 0.5  # ties: the smaller index comes first
+    check(backend, "TopK", {"x": x}, {"k": np.array([k], np.int64)},
+          {"axis": axis, "largest": largest}, n_out=2, out_dtypes=[np.float32, np.int64])
