@@ -125,3 +125,33 @@ def test_topk(backend, shape, k, axis, largest, rng):
     x.reshape(-1)[::5] = 0.5  # ties: the smaller index comes first
     check(backend, "TopK", {"x": x}, {"k": np.array([k], np.int64)},
           {"axis": axis, "largest": largest}, n_out=2, out_dtypes=[np.float32, np.int64])
+
+
+@pytest.mark.parametrize("shape,axis,bias,n_out", [
+    ((2, 7, 13), -1, True, 1), ((3, 5, 6), 1, False, 1), ((2, 3, 4, 5), -2, True, 3),
+    ((9, 10), 0, True, 1)])
+def test_layer_normalization_on_pixel(shape, axis, bias, n_out, rng):
+    from engine import BackendType
+
+    a = axis % len(shape)
+    consts = {"scale": f32(rng, *shape[a:])}
+    if bias:
+        consts["b"] = f32(rng, *shape[a:])
+    dtypes = [np.float32] * n_out
+    check(BackendType.GPU_PIXEL, "LayerNormalization", {"x": f32(rng, *shape)}, consts,
+          {"axis": axis, "epsilon": 1e-3}, n_out=n_out, rtol=1e-4, out_dtypes=dtypes)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 3, 5, 6), (3, 4, 3, 3), {}),
+    ((2, 4, 4, 5), (4, 3, 3, 2), {"strides": [2, 3], "pads": [1, 0, 0, 1]}),
+    ((1, 6, 5, 5), (6, 2, 3, 3), {"group": 2, "strides": [2, 2], "output_padding": [1, 1]}),
+    ((1, 3, 4, 4), (3, 2, 2, 2), {"dilations": [2, 2], "auto_pad": "SAME_UPPER",
+                                  "strides": [2, 2]}),
+    ((2, 3, 7), (3, 5, 4), {"strides": [3], "pads": [1, 2]})])
+def test_conv_transpose_on_pixel(xs, ws, attrs, rng):
+    from engine import BackendType
+
+    consts = {"w": f32(rng, *ws), "b": f32(rng, ws[1] * attrs.get("group", 1))}
+    check(BackendType.GPU_PIXEL, "ConvTranspose", {"x": f32(rng, *xs)}, consts, attrs,
+          rtol=1e-4)
