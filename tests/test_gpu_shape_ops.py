@@ -155,3 +155,13 @@ def test_conv_transpose_on_pixel(xs, ws, attrs, rng):
     consts = {"w": f32(rng, *ws), "b": f32(rng, ws[1] * attrs.get("group", 1))}
     check(BackendType.GPU_PIXEL, "ConvTranspose", {"x": f32(rng, *xs)}, consts, attrs,
           rtol=1e-4)
+
+
+def test_where_on_int64_values_on_compute(rng):
+    from engine import BackendType
+
+    cond = rng.random((3, 1, 5)) > 0.5
+    x = rng.integers(-2**40, 2**40, (3, 4, 5)).astype(np.int64)
+    y = np.array([-7, 2**35, 0, 9, -2**50], np.int64)
+    check(BackendType.GPU_COMPUTE, "Where", {"x": x, "y": y}, {"c": cond},
+          order=["c", "x", "y"])
