@@ -165,3 +165,22 @@ def test_where_on_int64_values_on_compute(rng):
     y = np.array([-7, 2**35, 0, 9, -2**50], np.int64)
     check(BackendType.GPU_COMPUTE, "Where", {"x": x, "y": y}, {"c": cond},
           order=["c", "x", "y"])
+
+
+@backends
+def test_symbolic_dims_plan_native_and_run(backend, rng):
+    """A causal-mask-like chain on an input with symbolic dims: planned before the sizes are
+    known, then run natively on concrete ones."""
+    from onnx import TensorProto, helper
+
+    from tests.modelgen import model
+    from tests.shape_ops_util import reference
+
+    nodes = [helper.make_node("Trilu", ["x", "k"], ["t"], upper=0),
+             helper.make_node("CumSum", ["t", "axis"], ["y"])]
+    inits = [("k", np.array(-1, np.int64)), ("axis", np.array(-1, np.int64))]
+    proto = model(nodes, [("x", TensorProto.FLOAT, ["b", "s", "s"])],
+                  [("y", TensorProto.FLOAT, ["b", "s", "s"])], initializers=inits)
+    feeds = {"x": f32(rng, 2, 7, 7)}
+    got = run_native(backend, proto, feeds)[0]
+    np.testing.assert_allclose(got, reference(proto, feeds)[0], rtol=1e-5, atol=1e-5)

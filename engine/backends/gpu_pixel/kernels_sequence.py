@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import MAX_RANK
-from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
+from engine.backends.gpu_pixel.registry import pixel_kernel
 
 RANGE_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64))
 
@@ -44,9 +44,7 @@ def _trilu_check(layer, metas):
     x = metas[0]
     if x is not None and len(x.shape) < 2:
         return f"Trilu needs a tensor of rank 2 or more, got rank {len(x.shape)}"
-    if len(layer.inputs) > 1 and layer.inputs[1]:
-        return value_reason(metas, 1, "Trilu's k")
-    return None
+    return None  # k is CPU-forced (Op.cpu_inputs): known when the layer is scheduled
 
 
 @pixel_kernel("Trilu", check=_trilu_check, tensors=(0,))
@@ -64,7 +62,7 @@ def _cumsum_check(layer, metas):
     x = metas[0]
     if x is not None and len(x.shape) == 0:
         return "CumSum of a scalar is not supported"
-    return value_reason(metas, 1, "CumSum's axis")
+    return None  # the axis is CPU-forced (Op.cpu_inputs): known when the layer is scheduled
 
 
 @pixel_kernel("CumSum", check=_cumsum_check, tensors=(0,))
