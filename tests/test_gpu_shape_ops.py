@@ -184,3 +184,27 @@ def test_symbolic_dims_plan_native_and_run(backend, rng):
     feeds = {"x": f32(rng, 2, 7, 7)}
     got = run_native(backend, proto, feeds)[0]
     np.testing.assert_allclose(got, reference(proto, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+@backends
+@pytest.mark.parametrize("xshape,shape", [
+    ((3, 1, 5), [2, 1, 4, 1]), ((1,), [3, 5]), ((4, 1), [1, 6]), ((2, 3), [3, 1, 1])])
+def test_expand_broadcasting(backend, xshape, shape, rng):
+    check(backend, "Expand", {"x": f32(rng, *xshape)}, {"shape": np.array(shape, np.int64)})
+
+
+@backends
+@pytest.mark.parametrize("ashape,bshape", [((3, 7), (3, 7)), ((2, 5, 4), (4,))])
+def test_mod_fmod_on_floats(backend, ashape, bshape, rng):
+    b = f32(rng, *bshape)
+    b[np.abs(b) < 0.1] = 0.5
+    check(backend, "Mod", {"a": f32(rng, *ashape) * 5, "b": b}, attrs={"fmod": 1})
+
+
+@pytest.mark.parametrize("fmod", [0, 1])
+def test_mod_int32_signs_on_compute(fmod, rng):
+    from engine import BackendType
+
+    a = rng.integers(-50, 50, (4, 9)).astype(np.int32)
+    b = rng.choice([-7, -3, 2, 5], (9,)).astype(np.int32)
+    check(BackendType.GPU_COMPUTE, "Mod", {"a": a, "b": b}, attrs={"fmod": fmod})
