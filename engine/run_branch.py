@@ -10,6 +10,7 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.model import Graph, Layer
+from engine.passes.cpu_forced import forced_names
 from engine.plan import Placement
 from engine.profile import LayerTiming
 
@@ -29,13 +30,18 @@ def run_if(worker, layer: Layer, ins: list, timings: list[LayerTiming], t_run: f
     env: dict[str, Any] = dict(outer)
     env.update((n, Slot(meta_of(v), cpu=v)) for n, v in branch.constants.items())
     last = _last_use(branch)
-    on_gpu, reasons = 0, []
+    forced = forced_names(branch)
+    on_gpu, counted, reasons = 0, 0, []
     try:
         for index, inner in enumerate(branch.layers):
             slots = [env[n] if n else None for n in inner.all_inputs()]
             metas = [None if s is None else s.meta for s in slots]
-            reason = backend.supports(inner, metas)
-            target = backend if reason is None else cpu
+            if any(o in forced for o in inner.outputs if o):
+                reason = None
+                target = cpu  # needed on the CPU to plan other branch layers
+            else:
+                reason = backend.supports(inner, metas)
+                target = backend if reason is None else cpu
             if reason is not None:
                 reasons.append(reason)
             t0 = time.perf_counter()
@@ -44,24 +50,25 @@ def run_if(worker, layer: Layer, ins: list, timings: list[LayerTiming], t_run: f
                                        (time.perf_counter() - t0) * 1e3, "cpu-clock",
                                        target is not backend, (t0 - t_run) * 1e3))
             on_gpu += target is backend
+            counted += target is backend or reason is not None
             env.update((n, s) for n, s in zip(inner.outputs, made) if n)
             for n in [n for n in inner.all_inputs() if n and last.get(n) == index]:
                 _drop(backend, env, n, outer)
-        outs = []
+        outs, handed = [], {}
         for spec in branch.outputs:
-            slot = env[spec.name]
-            if spec.name in outer or spec.name in branch.constants:
-                # a pass-through: the If's output must not share the outer tensor's handle
+            slot = handed.get(spec.name) or env[spec.name]
+            if spec.name in outer or spec.name in branch.constants or spec.name in handed:
+                # a pass-through or a repeated output: the If's output must not share a
+                # device handle that something else frees
                 slot = Slot(slot.meta, cpu=worker._on_cpu(slot))
-                env.pop(spec.name, None)
             else:
-                env.pop(spec.name)
+                handed[spec.name] = env.pop(spec.name)
             outs.append(slot)
     finally:
         for n in list(env):
             _drop(backend, env, n, outer)
-    note = f"native: took the {which} branch, {on_gpu} of {len(branch.layers)} layers on " \
-           f"{worker.backend_type.name}"
+    note = f"native: took the {which} branch, {on_gpu} of {counted} layers on " \
+           f"{worker.backend_type.name} (not counting CPU-forced ones)"
     if reasons:
         note += f" (the rest on the CPU: {reasons[0]})"
     worker._plan.placement[layer.name] = Placement(worker.backend_type, note)

@@ -41,6 +41,12 @@ def _forced(graph: Graph) -> set[str]:
     return forced
 
 
+def forced_names(graph: Graph) -> set[str]:
+    """Names computed in ``graph`` whose values must be known on the CPU (a subgraph's too)."""
+    producers = graph.producers()
+    return {n for n in _forced(graph) if n in producers}
+
+
 def mark_cpu_forced(model: Model) -> set[str]:
     """Set and return ``model.cpu_forced``: the computed tensors that must live on the CPU."""
     producers = model.producers()
