@@ -16,17 +16,27 @@ fail() { echo "check_wheel: FAILED: $*" >&2; exit 1; }
 
 # build from a copy of the tracked (and new, not ignored) files: no stale build/ output
 mkdir "$tmp/src"
-git ls-files -z --cached --others --exclude-standard | \
-    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done | \
-    tar --null -T - -cf - | tar -xf - -C "$tmp/src"
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git ls-files -z --cached --others --exclude-standard | \
+        while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done | \
+        tar --null -T - -cf - | tar -xf - -C "$tmp/src"
+else  # not a git checkout (an unpacked archive): everything but build outputs
+    tar --exclude=./.venv --exclude=./build --exclude=./dist --exclude='*.egg-info' \
+        --exclude=__pycache__ -cf - . | tar -xf - -C "$tmp/src"
+fi
 "$PY" -m pip wheel -q --no-deps -w "$tmp/dist" "$tmp/src" >"$tmp/build.log" 2>&1 \
     || { cat "$tmp/build.log" >&2; fail "pip wheel"; }
 wheel=$(ls "$tmp"/dist/inference_workbench-*.whl) || fail "no wheel built"
-listing=$(unzip -l "$wheel")
-for f in workbench/resources/digits_cnn.onnx workbench/resources/icons/workbench.svg \
-         workbench/resources/samples/digit_3.png shaders/compute/matmul.wgsl; do
-    [[ $listing == *"$f"* ]] || fail "$f is not in the wheel"
-done
+"$PY" - "$wheel" <<'PYEOF' || fail "the wheel lacks package data"
+import sys
+import zipfile
+
+names = set(zipfile.ZipFile(sys.argv[1]).namelist())
+want = ["workbench/resources/digits_cnn.onnx", "workbench/resources/icons/workbench.svg",
+        "workbench/resources/samples/digit_3.png", "shaders/compute/matmul.wgsl"]
+missing = [f for f in want if f not in names]
+sys.exit(f"not in the wheel: {missing}" if missing else 0)
+PYEOF
 
 "$PY" -m venv --without-pip "$tmp/venv"
 deps=$("$PY" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
