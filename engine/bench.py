@@ -10,7 +10,6 @@ yardstick only: it never computes an engine result.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -132,18 +131,23 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
 
 def format_table(rows: list[dict]) -> str:
     """A text table with ratios to onnxruntime and their geometric mean per backend."""
+    from engine.cli_util import table
+
     ort = {r["model"]: r["median_ms"] for r in rows if r["backend"] == "onnxruntime"}
-    lines = [f"{'model':<16} {'backend':<12} {'median ms':>10} {'min ms':>9} {'runs':>5}"
-             + (f" {'vs ort':>7}" if ort else "")]
+    header = ["model", "backend", "median ms", "min ms", "runs"] + (["vs ort"] if ort else [])
+    cells = []
     ratios: dict[str, list[float]] = {}
     for r in rows:
-        line = (f"{r['model']:<16} {r['backend']:<12} {r['median_ms']:>10.2f} "
-                f"{r['min_ms']:>9.2f} {r['runs']:>5}")
+        line = [r["model"], r["backend"], f"{r['median_ms']:.2f}", f"{r['min_ms']:.2f}",
+                str(r["runs"])]
+        if ort:
+            line.append("")
         if ort and r["backend"] != "onnxruntime" and r["model"] in ort:
             ratio = r["median_ms"] / ort[r["model"]]
             ratios.setdefault(r["backend"], []).append(ratio)
-            line += f" {ratio:>6.2f}x"
-        lines.append(line)
+            line[-1] = f"{ratio:.2f}x"
+        cells.append(line)
+    lines = [table(header, cells, right={2, 3, 4, 5})]
     for backend, rs in ratios.items():
         geo = math.exp(sum(math.log(x) for x in rs) / len(rs))
         lines.append(f"geometric mean of median ratios, {backend} / onnxruntime: {geo:.2f}x "
@@ -170,6 +174,8 @@ def run_bench(args) -> int:
     print(f"threads: {threads}")
     print(format_table(rows))
     if args.json:
+        from engine.cli_util import dumps
+
         with open(args.json, "w") as f:
-            json.dump({"results": rows}, f, indent=1)
+            f.write(dumps({"results": rows}, indent=1))
     return 0

@@ -118,6 +118,7 @@ class EngineController(QObject):
                                         daemon=True)
         self._thread.start()
         self._previews = PreviewService(self.preview_ready.emit, self._current)
+        self._probe: threading.Thread | None = None
 
     # -- public, called on the UI thread; each only queues work ---------------------------
     def load(self, path: str) -> int:
@@ -132,7 +133,9 @@ class EngineController(QObject):
     def probe_backends(self) -> None:
         """Find out which backends work, on a thread of its own (a GPU adapter can take a
         while to open, and loading a model must not wait for it)."""
-        threading.Thread(target=self._do_probe, name="workbench-probe", daemon=True).start()
+        self._probe = threading.Thread(target=self._do_probe, name="workbench-probe",
+                                       daemon=True)
+        self._probe.start()
 
     def prepare(self, backend: BackendType) -> None:
         self.stop()
@@ -168,9 +171,18 @@ class EngineController(QObject):
         return self._generation
 
     def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop: queued jobs and queued engine work are dropped, not run (exit is prompt)."""
         self.stop()
         self._previews.close()
+        while True:
+            try:
+                self._jobs.get_nowait()
+            except queue.Empty:
+                break
+        executor.cancel_pending()
         self._jobs.put(None)
+        if self._probe is not None:  # a GPU device half made at exit crashes in wgpu
+            self._probe.join(timeout)
         self._thread.join(timeout)
 
     # -- controller thread -----------------------------------------------------------------
@@ -246,7 +258,10 @@ class EngineController(QObject):
                 status[kind] = None
             except Exception as exc:
                 status[kind] = describe_error(exc)
-        self.backends_probed.emit(status)
+        try:
+            self.backends_probed.emit(status)
+        except RuntimeError:  # the window closed (and deleted us) while the probe ran
+            pass
 
     def _do_prepare(self, backend: BackendType, gen: int) -> None:
         if not self._current(gen) or self.model is None:
