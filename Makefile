@@ -21,6 +21,7 @@ test: setup
 	$(VENV)/bin/ruff check engine workbench tests scripts
 	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider
+	bash scripts/check_wheel.sh $(PY)
 
 bench: setup
 	$(PY) -m engine bench --zoo --backend cpu --compare onnxruntime --repeat 20

@@ -10,7 +10,6 @@ yardstick only: it never computes an engine result.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -53,25 +52,50 @@ def _set_cpu_threads(threads: int) -> None:
     executor.call(cpu_threads.set_threads, threads)
 
 
-def _model_paths(args) -> list[tuple[str, str]]:
-    paths = [(os.path.splitext(os.path.basename(m))[0], m) for m in args.models]
-    if args.zoo:
+def _suite_models(suite: str) -> list[tuple[str, str, dict | None]]:
+    """Models of a named suite: ``zoo``, ``families`` or ``families:NAME[,NAME...]``."""
+    kind, _, picked = suite.partition(":")
+    if kind == "zoo":
         from engine import zoo
 
-        paths += [(name, zoo.build(name)) for name in zoo.ZOO]
+        return [(name, zoo.build(name), None) for name in zoo.ZOO]
+    if kind == "families":
+        from engine import families
+
+        names = picked.split(",") if picked else list(families.FAMILIES)
+        try:
+            chosen = [families.get(n) for n in names]
+        except ValueError as exc:
+            raise EngineError(str(exc)) from None
+        # each family brings its own realistic inputs (token ids in range, padded masks...)
+        return [(f.name, families.path(f.name), f.inputs("bench")) for f in chosen]
+    raise EngineError(f"unknown bench suite {suite!r}; use zoo, families or families:NAME")
+
+
+def _model_paths(args) -> list[tuple[str, str, dict | None]]:
+    paths = [(os.path.splitext(os.path.basename(m))[0], m, None) for m in args.models]
+    suites = list(getattr(args, "suite", None) or [])
+    if args.zoo and "zoo" not in suites:
+        suites.insert(0, "zoo")
+    for suite in suites:
+        paths += _suite_models(suite)
     if not paths:
-        raise EngineError("bench needs MODEL files or --zoo")
+        raise EngineError("bench needs MODEL files, --zoo or --suite")
     return paths
 
 
 def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, threads: int,
-                compare: bool, progress=print) -> list[dict]:
-    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``)."""
+                compare: bool, progress=print, feeds: dict | None = None) -> list[dict]:
+    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``).
+
+    ``feeds`` are the inputs to time (seeded random ones when None).
+    """
     from engine import ModelLoader, Worker
     from engine.cli import random_inputs
 
     model = ModelLoader.load(path)
-    feeds = random_inputs(model, seed=0)
+    if feeds is None:
+        feeds = random_inputs(model, seed=0)
     out_name = model.outputs[0].name
     session = _ort_session(path, threads) if compare else None
     ort_feeds = {k: v for k, v in feeds.items()}
@@ -107,18 +131,23 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
 
 def format_table(rows: list[dict]) -> str:
     """A text table with ratios to onnxruntime and their geometric mean per backend."""
+    from engine.cli_util import table
+
     ort = {r["model"]: r["median_ms"] for r in rows if r["backend"] == "onnxruntime"}
-    lines = [f"{'model':<14} {'backend':<12} {'median ms':>10} {'min ms':>9} {'runs':>5}"
-             + (f" {'vs ort':>7}" if ort else "")]
+    header = ["model", "backend", "median ms", "min ms", "runs"] + (["vs ort"] if ort else [])
+    cells = []
     ratios: dict[str, list[float]] = {}
     for r in rows:
-        line = (f"{r['model']:<14} {r['backend']:<12} {r['median_ms']:>10.2f} "
-                f"{r['min_ms']:>9.2f} {r['runs']:>5}")
+        line = [r["model"], r["backend"], f"{r['median_ms']:.2f}", f"{r['min_ms']:.2f}",
+                str(r["runs"])]
+        if ort:
+            line.append("")
         if ort and r["backend"] != "onnxruntime" and r["model"] in ort:
             ratio = r["median_ms"] / ort[r["model"]]
             ratios.setdefault(r["backend"], []).append(ratio)
-            line += f" {ratio:>6.2f}x"
-        lines.append(line)
+            line[-1] = f"{ratio:.2f}x"
+        cells.append(line)
+    lines = [table(header, cells, right={2, 3, 4, 5})]
     for backend, rs in ratios.items():
         geo = math.exp(sum(math.log(x) for x in rs) / len(rs))
         lines.append(f"geometric mean of median ratios, {backend} / onnxruntime: {geo:.2f}x "
@@ -135,15 +164,18 @@ def run_bench(args) -> int:
     _set_cpu_threads(threads)
     compare = args.compare == "onnxruntime"
     rows: list[dict] = []
-    for name, path in _model_paths(args):
-        model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare)
+    for name, path, feeds in _model_paths(args):
+        model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare,
+                                 feeds=feeds)
         for r in model_rows:
-            print(f"  {r['model']:<14} {r['backend']:<12} median {r['median_ms']:.2f} ms",
+            print(f"  {r['model']:<16} {r['backend']:<12} median {r['median_ms']:.2f} ms",
                   flush=True)
         rows += model_rows
     print(f"threads: {threads}")
     print(format_table(rows))
     if args.json:
+        from engine.cli_util import dumps
+
         with open(args.json, "w") as f:
-            json.dump({"results": rows}, f, indent=1)
+            f.write(dumps({"results": rows}, indent=1))
     return 0

@@ -1,15 +1,25 @@
-"""``python -m engine``: inspect, run, bench, ops, conformance (see DESIGN.md)."""
+"""``python -m engine``: inspect, run, bench, ops, conformance (see the README)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import textwrap
 
 import numpy as np
 
+from engine import cli_util
 from engine.backends import BackendType
+from engine.cli_util import BACKEND_NAMES, random_inputs
 from engine.errors import EngineError
+
+__all__ = ["build_parser", "main", "random_inputs"]
+
+DESCRIPTION = """Inspect, run and benchmark ONNX models on the engine's backends.
+
+backends (--backend): cpu, gpu-compute, gpu-pixel
+`python -m engine COMMAND --help` explains the options of a command."""
 
 
 def _backend(text: str) -> BackendType:
@@ -17,24 +27,6 @@ def _backend(text: str) -> BackendType:
         return BackendType.parse(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def random_inputs(model, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random inputs for every model input (symbolic dims become 1)."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for spec in model.inputs:
-        shape = tuple(d if isinstance(d, int) else 1 for d in (spec.shape or ()))
-        dtype = np.dtype(spec.dtype or np.float32)
-        if dtype.kind == "f":
-            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype.kind in "iu":
-            feeds[spec.name] = rng.integers(0, 10, shape).astype(dtype)
-        elif dtype.kind == "b":
-            feeds[spec.name] = rng.random(shape) > 0.5
-        else:
-            raise EngineError(f"cannot make a random value for input {spec.name!r} ({dtype})")
-    return feeds
 
 
 def cmd_inspect(args) -> int:
@@ -50,16 +42,17 @@ def cmd_compare(args) -> int:
 
 
 def _load_inputs(model, pairs: list[str] | None, seed: int) -> dict[str, np.ndarray]:
-    feeds = random_inputs(model, seed)
+    """Inputs given by --input NAME=FILE.npy; random values only for the others."""
+    given = {}
     for pair in pairs or []:
         name, _, path = pair.partition("=")
         if not path:
             raise EngineError(f"--input expects NAME=FILE.npy, got {pair!r}")
         try:
-            feeds[name] = np.load(path, allow_pickle=False)
+            given[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise EngineError(f"cannot read input file {path!r}: {exc}") from exc
-    return feeds
+    return {**random_inputs(model, seed, skip=given), **given}
 
 
 def cmd_run(args) -> int:
@@ -76,7 +69,7 @@ def cmd_run(args) -> int:
         profile = worker.last_profile
         fallbacks = {n: p.reason for n, p in worker.placement.items() if p.is_fallback}
     if args.json:
-        print(json.dumps({
+        print(cli_util.dumps({
             "backend": args.backend.value,
             "latency_ms": {"median": float(np.median(latencies)), "min": float(min(latencies)),
                            "runs": len(latencies)},
@@ -119,9 +112,9 @@ def cmd_ops(args) -> int:
             print(f"| {op} | " + " | ".join(cells) + " |")
         print()
     else:
-        for op in ops:
-            print(f"{op:<32}" + "  ".join(f"{k.name}:{'yes' if op in tables[k].op_types() else '-'}"
-                                           for k in kinds))
+        rows = [[op] + ["yes" if op in tables[k].op_types() else "-" for k in kinds]
+                for op in ops]
+        print(cli_util.table(["operator"] + [k.name for k in kinds], rows))
     counts = ", ".join(f"{k.name} {len(tables[k].op_types())}" for k in kinds)
     print(f"native op types: {counts}")
     return 0
@@ -135,11 +128,29 @@ def cmd_conformance(args) -> int:
             print(f"[{i}/{n}] {name}", file=sys.stderr)
 
     result = run_conformance(args.backend, args.filter, progress)
-    print(f"{result['backend']}: {result['passed']} of {result['total']} cases pass")
+    print(f"{result['backend']}: {result['passed']} of {result['total']} cases pass, "
+          f"{result.get('passed_natively', result['passed'])} without CPU fallback")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({k: result[k] for k in ("backend", "total", "passed", "failed")}, f,
-                      indent=1)
+            f.write(cli_util.dumps({k: result[k] for k in ("backend", "total", "passed",
+                                                           "failed")}, indent=1))
+    failed = result["failed"]
+    if args.baseline:
+        try:
+            with open(args.baseline) as f:
+                known = set(json.load(f)["passing"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise EngineError(f"cannot read the baseline {args.baseline!r} (a JSON file with "
+                              f"a \"passing\" list, as in tests/baselines): {exc}") from exc
+        failed = [name for name in failed if name in known]
+        what = "case(s) that pass in the baseline now fail"
+    else:
+        what = "case(s) failed"
+    if failed:
+        shown = ", ".join(failed[:10]) + (f" and {len(failed) - 10} more" if len(failed) > 10
+                                          else "")
+        print(f"{len(failed)} {what}: {shown}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -150,58 +161,102 @@ def cmd_bench(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m engine", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("inspect", help="inputs, outputs, layers, placement")
-    s.add_argument("model")
-    s.add_argument("--backend", type=_backend)
+    p = argparse.ArgumentParser(prog="python -m engine", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    backend_help = f"backend: {BACKEND_NAMES}"
+    s = sub.add_parser("inspect", help="inputs, outputs, layers, placement",
+                       description="Show a model's inputs, outputs and layers, the load's time "
+                       f"and peak memory, and with --backend each layer's placement. "
+                       f"Backends: {BACKEND_NAMES}.")
+    s.add_argument("model", help="the ONNX file")
+    s.add_argument("--backend", type=_backend, help=f"show the placement on this {backend_help}")
     s.add_argument("--input", action="append", metavar="NAME=1x3x224x224",
-                   help="plan for this input shape (default: declared, symbolic dims guessed)")
+                   help="plan for this input shape (default: the declared shape, symbolic "
+                   "dims guessed)")
     s.set_defaults(fn=cmd_inspect)
-    s = sub.add_parser("compare", help="per-layer error of one backend against another")
-    s.add_argument("model")
-    s.add_argument("--backend", type=_backend, required=True)
-    s.add_argument("--against", type=_backend, default=BackendType.CPU)
-    s.add_argument("--input", action="append", metavar="NAME=FILE.npy")
-    s.add_argument("--seed", type=int, default=0)
+    s = sub.add_parser("compare", help="per-layer error of one backend against another",
+                       description="Run the same inputs on two backends with every "
+                       "intermediate captured; print each layer's relative L2 error and max "
+                       "abs difference; exit 1 when a layer diverges. "
+                       f"Backends: {BACKEND_NAMES}.")
+    s.add_argument("model", help="the ONNX file")
+    s.add_argument("--backend", type=_backend, required=True, help=backend_help)
+    s.add_argument("--against", type=_backend, default=BackendType.CPU,
+                   help=f"the reference {backend_help} (default cpu)")
+    s.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="the value of one input, from a .npy file (repeat for more inputs)")
+    s.add_argument("--seed", type=cli_util.seed_arg, default=0,
+                   help="seed of the random inputs, 0 to 2**32-1 (default 0)")
     s.add_argument("--threshold", type=float, default=1e-3,
                    help="relative L2 error above which a layer diverges (default 1e-3)")
-    s.add_argument("--json", metavar="FILE")
+    s.add_argument("--json", metavar="FILE", help="also write the table as strict JSON")
     s.set_defaults(fn=cmd_compare)
-    s = sub.add_parser("run", help="run a model once or repeatedly")
-    s.add_argument("model")
-    s.add_argument("--backend", type=_backend, default=BackendType.CPU)
-    s.add_argument("--input", action="append", metavar="NAME=FILE.npy")
-    s.add_argument("--repeat", type=int, default=1)
-    s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--profile", action="store_true")
-    s.add_argument("--json", action="store_true")
+    s = sub.add_parser("run", help="run a model once or repeatedly",
+                       description="Run a model and print its outputs and latency. Inputs not "
+                       "given with --input get seeded random values of their declared shape "
+                       f"(symbolic dims 1) and dtype. Backends: {BACKEND_NAMES}.")
+    s.add_argument("model", help="the ONNX file")
+    s.add_argument("--backend", type=_backend, default=BackendType.CPU,
+                   help=f"{backend_help} (default cpu)")
+    s.add_argument("--input", action="append", metavar="NAME=FILE.npy",
+                   help="the value of one input, from a .npy file (repeat for more inputs)")
+    s.add_argument("--repeat", type=int, default=1, help="number of runs (default 1)")
+    s.add_argument("--seed", type=cli_util.seed_arg, default=0,
+                   help="seed of the random inputs, 0 to 2**32-1 (default 0)")
+    s.add_argument("--profile", action="store_true", help="print per-layer timings")
+    s.add_argument("--json", action="store_true",
+                   help="print one JSON object (strict JSON: NaN and infinities are null)")
     s.set_defaults(fn=cmd_run)
-    s = sub.add_parser("bench", help="median latency, optionally against onnxruntime")
-    s.add_argument("models", nargs="*", metavar="MODEL")
+    s = sub.add_parser("bench", help="median latency, optionally against onnxruntime",
+                       description="Median latency per model and backend, optionally beside "
+                       f"onnxruntime. Backends: {BACKEND_NAMES}.")
+    s.add_argument("models", nargs="*", metavar="MODEL", help="ONNX files")
     s.add_argument("--zoo", action="store_true", help="the nine zoo CNNs with seeded weights")
-    s.add_argument("--backend", type=_backend, action="append")
-    s.add_argument("--compare", choices=["onnxruntime"])
-    s.add_argument("--repeat", type=int, default=10)
+    s.add_argument("--suite", action="append", metavar="NAME",
+                   help="zoo, families (the project's model families) or families:NAME[,NAME]")
+    s.add_argument("--backend", type=_backend, action="append",
+                   help=f"{backend_help}; repeat for several (default cpu)")
+    s.add_argument("--compare", choices=["onnxruntime"], help="also time onnxruntime")
+    s.add_argument("--repeat", type=int, default=10, help="timed runs per backend (default 10)")
     s.add_argument("--threads", type=int, default=0, help="0: all cores")
-    s.add_argument("--json", metavar="FILE")
+    s.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     s.set_defaults(fn=cmd_bench)
-    s = sub.add_parser("ops", help="supported operators per backend")
-    s.add_argument("--markdown", action="store_true")
+    s = sub.add_parser("ops", help="supported operators per backend",
+                       description="The ONNX operators each backend runs natively (generated "
+                       "from the kernel registrations); others fall back to the CPU.")
+    s.add_argument("--markdown", action="store_true", help="a Markdown table")
     s.set_defaults(fn=cmd_ops)
-    s = sub.add_parser("conformance", help="the ONNX node test suite")
-    s.add_argument("--backend", type=_backend, default=BackendType.CPU)
-    s.add_argument("--json", metavar="FILE")
+    s = sub.add_parser("conformance", help="the ONNX node test suite",
+                       description="Run the ONNX node test suite shipped in the onnx package. "
+                       "Exit status 1 when a case fails; with --baseline, only when a case "
+                       f"that the baseline lists as passing fails. Backends: {BACKEND_NAMES}.")
+    s.add_argument("--backend", type=_backend, default=BackendType.CPU,
+                   help=f"{backend_help} (default cpu)")
+    s.add_argument("--json", metavar="FILE", help="write {backend, total, passed, failed} here")
     s.add_argument("--filter", help="only cases whose name contains this")
-    s.add_argument("--verbose", action="store_true")
+    s.add_argument("--baseline", metavar="FILE",
+                   help="known results (tests/baselines/conformance_<backend>.json): fail only "
+                   "on cases it lists as passing")
+    s.add_argument("--verbose", action="store_true", help="print each case as it runs")
     s.set_defaults(fn=cmd_conformance)
+    p.epilog = "usage of each command:\n" + "\n".join(
+        textwrap.fill(" ".join(c.format_usage().split()[1:]), 96, initial_indent="  ",
+                      subsequent_indent="      ") for c in sub.choices.values())
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    cli_util.ensure_runtime_dir()
     try:
+        args = build_parser().parse_args(argv)
         return args.fn(args)
     except EngineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        cli_util.exit_interrupted()
+        return 130
+    except BrokenPipeError:  # the reader went away (`... | head`): no traceback
+        cli_util.quiet_stdout()
+        return 141

@@ -55,10 +55,12 @@ def _sig_text(sig) -> str:
 
 
 def cmd_inspect(args) -> int:
-    from engine import ModelLoader, Worker
+    from engine import Worker
+    from engine.cli_util import timed_load
 
-    model = ModelLoader.load(args.model)
+    model, load_line = timed_load(args.model)
     print(f"model: {args.model}  (opsets {model.opsets}, producer {model.producer or '?'})")
+    print(load_line)
     print("inputs:")
     for s in model.inputs:
         print(f"  {s}")

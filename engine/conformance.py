@@ -95,8 +95,11 @@ def _compare(expected, actual, rtol: float, atol: float, where: str) -> None:
     np.testing.assert_allclose(a, e, rtol=rtol, atol=atol, err_msg=where)
 
 
-def run_case(case: Case, backend: BackendType | str = BackendType.CPU) -> None:
-    """Run one case; raises (AssertionError or an EngineError) if it does not pass."""
+def run_case(case: Case, backend: BackendType | str = BackendType.CPU) -> bool:
+    """Run one case; raises (AssertionError or an EngineError) if it does not pass.
+
+    Returns True when the backend ran every layer itself (no CPU fallback; layers that
+    are CPU-forced by design do not count against it)."""
     from engine import ModelLoader, Worker
 
     proto = case.model
@@ -105,6 +108,7 @@ def run_case(case: Case, backend: BackendType | str = BackendType.CPU) -> None:
     input_names = [i.name for i in proto.graph.input if i.name not in initializers]
     model_inputs = {s.name for s in model.inputs}
     out_names = [o.name for o in proto.graph.output]
+    native = True
     with Worker(model, backend) as worker:
         for inputs, expected_outputs in case.data_sets:
             inputs = [to_value(v) for v in inputs]
@@ -114,6 +118,9 @@ def run_case(case: Case, backend: BackendType | str = BackendType.CPU) -> None:
             for name, expected in zip(out_names, expected_outputs):
                 actual = worker.peek_output(name).download_to_array()
                 _compare(expected, actual, case.rtol, case.atol, f"output {name!r}")
+            native = native and not any(
+                p.is_fallback or p.is_user_choice for p in worker.placement.values())
+    return native
 
 
 #: cases whose expected outputs are one draw of a random generator the engine cannot
@@ -125,7 +132,7 @@ def run_conformance(backend: BackendType | str, pattern: str | None = None,
                     progress=None) -> dict:
     """Run every case (optionally those whose name contains ``pattern``)."""
     cases = [c for c in node_cases() if pattern is None or pattern in c.name]
-    failed, errors = [], {}
+    failed, errors, native = [], {}, []
     for i, case in enumerate(cases):
         if case.name.startswith(RANDOM_OUTPUT_PREFIXES):
             failed.append(case.name)
@@ -134,7 +141,8 @@ def run_conformance(backend: BackendType | str, pattern: str | None = None,
         try:
             with np.errstate(all="ignore"), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                run_case(case, backend)
+                if run_case(case, backend):
+                    native.append(case.name)
         except Exception as exc:  # a failing case is data here, not a crash
             failed.append(case.name)
             errors[case.name] = f"{type(exc).__name__}: {str(exc)[:300]}"
@@ -142,4 +150,5 @@ def run_conformance(backend: BackendType | str, pattern: str | None = None,
             progress(i + 1, len(cases), case.name)
     passing = [c.name for c in cases if c.name not in errors]
     return {"backend": BackendType.parse(backend).value, "total": len(cases),
-            "passed": len(passing), "failed": failed, "passing": passing, "errors": errors}
+            "passed": len(passing), "failed": failed, "passing": passing, "errors": errors,
+            "passed_natively": len(native), "native": native}

@@ -117,3 +117,24 @@ class Model(Graph):
     @property
     def opset(self) -> int:
         return self.opsets.get("", self.opsets.get("ai.onnx", 0))
+
+
+def subgraph_captures(attrs: dict[str, Any]) -> set[str]:
+    """Outer-scope names read by the subgraph attributes of one layer."""
+    names: set[str] = set()
+    for v in attrs.values():
+        for sub in (v if isinstance(v, list) else [v]):
+            if isinstance(sub, Graph):
+                names |= sub.outer_names
+    return names
+
+
+def free_names(graph: Graph) -> set[str]:
+    """Names ``graph`` reads without defining them (its outer-scope references)."""
+    defined = set(graph.constants) | {i.name for i in graph.inputs}
+    free: set[str] = set()
+    for layer in graph.layers:
+        free.update(n for n in layer.all_inputs() if n and n not in defined)
+        defined.update(o for o in layer.outputs if o)
+    free.update(o.name for o in graph.outputs if o.name not in defined)
+    return free

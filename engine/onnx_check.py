@@ -1,6 +1,6 @@
 """Reading and validating ONNX files, with errors a user can act on.
 
-``parse_model`` turns bytes or a path into a ModelProto (external data included);
+``parse_model`` turns bytes or a path into a ModelProto (external data left in its files);
 ``check_opsets`` and ``validate_graph`` reject what the engine cannot load, naming the
 node and the tensor at fault. ``validate_graph`` also puts nodes in topological order.
 """
@@ -11,16 +11,22 @@ import os
 
 import onnx
 import onnx.inliner
+from onnx.external_data_helper import _get_all_tensors
 
 from engine.errors import ModelLoadError
+from engine.onnx_external import ExternalData, is_external
 
 #: domains whose ops the engine knows; nodes of any other domain are rejected at load time
 KNOWN_DOMAINS = {"", "ai.onnx.ml", "ai.onnx.preview", "ai.onnx.preview.training"}
 MIN_OPSET = 7
 
 
-def parse_model(source) -> onnx.ModelProto:
-    """Bytes or a path -> ModelProto with external data loaded and local functions inlined."""
+def parse_model(source) -> tuple[onnx.ModelProto, ExternalData | None]:
+    """Bytes or a path -> (ModelProto with local functions inlined, its external data).
+
+    External tensors stay external in the proto: ``ExternalData`` maps them from their
+    files when the model is converted (their locations are checked here).
+    """
     from google.protobuf.message import DecodeError
 
     if isinstance(source, bytes | bytearray | memoryview):
@@ -45,20 +51,30 @@ def parse_model(source) -> onnx.ModelProto:
     except (DecodeError, ValueError, RuntimeError) as exc:
         raise ModelLoadError(f"not an ONNX model, or the file is truncated ({len(data)} bytes "
                              f"could not be decoded: {exc})") from exc
+    return prepare_proto(proto, base_dir)
+
+
+def prepare_proto(proto: onnx.ModelProto, base_dir: str | None
+                  ) -> tuple[onnx.ModelProto, ExternalData | None]:
+    """Check a decoded proto's basics and its external data; inline local functions."""
     if not proto.HasField("graph") or proto.ir_version <= 0:
         raise ModelLoadError("not an ONNX model: the data decodes, but has no graph or no IR "
                              "version (is the file truncated or of another format?)")
-    if _uses_external_data(proto):
+    external = None
+    tensors = [t for t in _get_all_tensors(proto) if is_external(t)]
+    if tensors:
         if base_dir is None:
             raise ModelLoadError("the model keeps weights in external files; load it from its "
                                  "path so that they can be found")
-        _load_external(proto, base_dir)
+        external = ExternalData(base_dir)
+        for t in tensors:
+            external.locate(t)
     if proto.functions:
         try:
             proto = onnx.inliner.inline_local_functions(proto)
         except Exception as exc:
             raise ModelLoadError(f"cannot inline the model's local functions: {exc}") from exc
-    return proto
+    return proto, external
 
 
 def _foreign_format(data: bytes) -> str | None:
@@ -73,39 +89,6 @@ def _foreign_format(data: bytes) -> str | None:
     if stripped[:1] in (b"{", b"[", b"<") or stripped.startswith(b"ir_version"):
         return "text (JSON, XML/HTML or a text-format model), not the binary ONNX format"
     return None
-
-
-def _uses_external_data(proto: onnx.ModelProto) -> bool:
-    from onnx.external_data_helper import _get_all_tensors
-
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in _get_all_tensors(proto))
-
-
-def _load_external(proto: onnx.ModelProto, base_dir: str) -> None:
-    from onnx.external_data_helper import ExternalDataInfo, _get_all_tensors
-
-    root = os.path.realpath(base_dir)
-    for t in _get_all_tensors(proto):
-        if t.data_location != onnx.TensorProto.EXTERNAL:
-            continue
-        info = ExternalDataInfo(t)
-        loc = info.location or ""
-        full = os.path.realpath(os.path.join(root, loc))
-        if not loc or os.path.isabs(loc) or os.path.commonpath([root, full]) != root:
-            raise ModelLoadError(f"tensor {t.name!r} points to external data {loc!r}, which is "
-                                 f"not a file name relative to the model's folder {root}")
-        if not os.path.isfile(full):
-            raise ModelLoadError(f"tensor {t.name!r} keeps its data in {loc!r}, but {full} "
-                                 "does not exist: copy it next to the model")
-        size = os.path.getsize(full)
-        offset = int(info.offset or 0)
-        if offset > size or (info.length and offset + int(info.length) > size):
-            raise ModelLoadError(f"tensor {t.name!r}: external file {loc!r} has {size} bytes, "
-                                 f"too few for offset {offset} and length {info.length}")
-    try:
-        onnx.external_data_helper.load_external_data_for_model(proto, root)
-    except Exception as exc:
-        raise ModelLoadError(f"cannot read the model's external data: {exc}") from exc
 
 
 def check_opsets(proto: onnx.ModelProto) -> dict[str, int]:

@@ -8,15 +8,18 @@ function bodies with ``convert_nodes``.
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from engine.dtypes import onnx_dtype
 from engine.errors import ModelLoadError
-from engine.model import Graph, Layer, Model, TensorSpec
-from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, validate_graph
+from engine.model import Graph, Layer, Model, TensorSpec, free_names, subgraph_captures
+from engine.onnx_check import MIN_OPSET, check_opsets, parse_model, prepare_proto, validate_graph
+from engine.onnx_external import ExternalData, is_external, weightless
 from engine.symbols import freshen_anonymous_dims
 
 __all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_dtype"]
@@ -24,16 +27,8 @@ __all__ = ["MIN_OPSET", "ModelLoader", "convert_graph", "convert_nodes", "onnx_d
 
 #: sparse tensors are stored densely; refuse sizes that cannot be meant seriously
 MAX_DENSE_ELEMENTS = 1 << 28
-
-
-def onnx_dtype(elem_type: int) -> np.dtype:
-    """NumPy dtype of an ONNX TensorProto element type (strings are ``object``)."""
-    if elem_type == onnx.TensorProto.STRING:
-        return np.dtype(object)
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except Exception as exc:
-        raise ModelLoadError(f"unsupported tensor element type {elem_type}") from exc
+#: the external data of the model being converted (tensors are mapped from their files)
+_EXTERNAL: ContextVar[ExternalData | None] = ContextVar("external_data", default=None)
 
 
 def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
@@ -52,7 +47,15 @@ def type_spec(name: str, type_proto: onnx.TypeProto) -> TensorSpec:
 
 def _tensor(t: onnx.TensorProto, what: str) -> np.ndarray:
     try:
+        if is_external(t):
+            external = _EXTERNAL.get()
+            if external is None:
+                raise ModelLoadError(f"{what} {t.name!r} keeps its data in an external file; "
+                                     "load the model from its path")
+            return external.array(t, onnx_dtype(t.data_type))
         return numpy_helper.to_array(t)
+    except ModelLoadError:
+        raise
     except Exception as exc:
         raise ModelLoadError(f"{what} {t.name!r} is corrupt: {exc}") from exc
 
@@ -157,27 +160,6 @@ def convert_graph(g: onnx.GraphProto, outer_scope: set[str], opsets: dict[str, i
     return graph
 
 
-def subgraph_captures(attrs: dict[str, Any]) -> set[str]:
-    """Outer-scope names read by the subgraph attributes of one layer."""
-    names: set[str] = set()
-    for v in attrs.values():
-        for sub in (v if isinstance(v, list) else [v]):
-            if isinstance(sub, Graph):
-                names |= sub.outer_names
-    return names
-
-
-def free_names(graph: Graph) -> set[str]:
-    """Names ``graph`` reads without defining them (its outer-scope references)."""
-    defined = set(graph.constants) | {i.name for i in graph.inputs}
-    free: set[str] = set()
-    for layer in graph.layers:
-        free.update(n for n in layer.all_inputs() if n and n not in defined)
-        defined.update(o for o in layer.outputs if o)
-    free.update(o.name for o in graph.outputs if o.name not in defined)
-    return free
-
-
 class ModelLoader:
     """Loads ONNX files into engine Models."""
 
@@ -188,52 +170,68 @@ class ModelLoader:
         With ``optimize`` the import passes run (folding, no-op and dead-code removal,
         function expansion, fusion, shape inference); the CPU-forced analysis always runs.
         """
-        try:
-            proto = parse_model(source)
-            model = _model(proto)
-        except ModelLoadError:
-            raise
-        except RecursionError as exc:
-            raise ModelLoadError("the model is nested too deeply to load") from exc
-        except MemoryError as exc:
-            raise ModelLoadError("the model does not fit in memory") from exc
-        except Exception as exc:  # any other failure is still the file's fault
-            raise ModelLoadError(f"invalid ONNX model: {type(exc).__name__}: {exc}") from exc
-        if isinstance(source, str | os.PathLike):
-            model.path = os.fspath(source)
-        from engine.passes import run_passes
-
-        try:
-            run_passes(model, optimize=optimize)
-        except ModelLoadError:
-            raise
-        except RecursionError as exc:
-            raise ModelLoadError("the model is nested too deeply to prepare") from exc
-        except Exception as exc:
-            raise ModelLoadError(f"cannot prepare the model: {type(exc).__name__}: "
-                                 f"{exc}") from exc
-        return model
+        if isinstance(source, onnx.ModelProto):
+            return ModelLoader.from_proto(source, optimize)
+        return _load(lambda: parse_model(source), source, optimize)
 
     @staticmethod
     def from_proto(proto: onnx.ModelProto, optimize: bool = True) -> Model:
-        """Load from an in-memory ``onnx.ModelProto``."""
-        return ModelLoader.load(proto.SerializeToString(), optimize)
+        """Load from an in-memory ``onnx.ModelProto`` (never serialised whole, never changed)."""
+        def parse():
+            copy = onnx.ModelProto()
+            copy.CopyFrom(proto)
+            return prepare_proto(copy, None)
+
+        return _load(parse, None, optimize)
 
 
-def _model(proto: onnx.ModelProto) -> Model:
+def _load(parse, source, optimize: bool) -> Model:
+    """Parse, check and convert (``ModelLoader.load``'s body); every failure a ModelLoadError."""
+    try:
+        model = _model(*parse())
+    except ModelLoadError:
+        raise
+    except RecursionError as exc:
+        raise ModelLoadError("the model is nested too deeply to load") from exc
+    except MemoryError as exc:
+        raise ModelLoadError("the model does not fit in memory") from exc
+    except Exception as exc:  # any other failure is still the file's fault
+        raise ModelLoadError(f"invalid ONNX model: {type(exc).__name__}: {exc}") from exc
+    if isinstance(source, str | os.PathLike):
+        model.path = os.fspath(source)
+    from engine.passes import run_passes
+
+    try:
+        run_passes(model, optimize=optimize)
+    except ModelLoadError:
+        raise
+    except RecursionError as exc:
+        raise ModelLoadError("the model is nested too deeply to prepare") from exc
+    except Exception as exc:
+        raise ModelLoadError(f"cannot prepare the model: {type(exc).__name__}: "
+                             f"{exc}") from exc
+    return model
+
+
+def _model(proto: onnx.ModelProto, external: ExternalData | None) -> Model:
     opsets = check_opsets(proto)
     freshen_anonymous_dims(proto.graph)
     validate_graph(proto.graph, set(), opsets)
+    skeleton = weightless(proto, external)
     try:
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(skeleton)
     except Exception as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ModelLoadError(f"invalid ONNX graph: {msg}") from exc
-    graph = convert_graph(proto.graph, set(), opsets)
+    token = _EXTERNAL.set(external)
+    try:
+        graph = convert_graph(proto.graph, set(), opsets)
+    finally:
+        _EXTERNAL.reset(token)
     model = Model(graph.layers, graph.inputs, graph.outputs, graph.constants, graph.value_info,
                   graph.name, opsets=opsets, producer=proto.producer_name,
                   ir_version=proto.ir_version)
-    _static_shapes(proto, model)
+    _static_shapes(skeleton, model)
     return model
 
 

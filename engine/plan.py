@@ -32,9 +32,12 @@ NATIVE = "native"
 UNDECIDED = "native (its input shapes depend on input values: checked when it runs)"
 SYMBOLIC = "native (its input shapes are symbolic: checked for each input signature)"
 USER_CPU = "CPU: the user's choice (placement override)"
+BRANCH = ("native: the condition is read on the CPU and the branch taken runs on the backend, "
+          "layer by layer")
 USER_GPU = "native: the user's choice (placement override)"
 
-Signature = tuple[tuple[str, tuple[int, ...], str], ...]
+#: per input: name, shape, and the dtype (or the type name of a non-tensor value)
+Signature = tuple[tuple[str, tuple[int, ...], np.dtype | str], ...]
 
 
 @dataclass
@@ -95,7 +98,7 @@ def signature_of(feeds: dict[str, Any]) -> Signature:
     out = []
     for name, value in feeds.items():
         if isinstance(value, np.ndarray):
-            out.append((name, tuple(value.shape), value.dtype.str))
+            out.append((name, tuple(value.shape), value.dtype))
         else:
             out.append((name, (), type(value).__name__))
     return tuple(out)
@@ -137,6 +140,8 @@ def _place(layer: Layer, ins: list[Meta | None], known: bool, backend: Backend,
     wanted = overrides.get(layer.name)
     if wanted is BackendType.CPU:
         return Placement(BackendType.CPU, USER_CPU)
+    if layer.op_type == "If":
+        return Placement(backend_type, BRANCH)
     if not known:
         return Placement(backend_type, USER_GPU if wanted else undecided)
     reason = backend.supports(layer, ins)
@@ -152,9 +157,8 @@ def _input_metas(model: Model, signature: Signature | None) -> dict[str, Meta]:
             metas[name] = Meta.of(value)
     if signature is not None:
         for name, shape, dtype in signature:
-            if dtype in ("list", "NoneType", "dict"):
-                continue
-            metas[name] = Meta(tuple(shape), np.dtype(dtype))
+            if isinstance(dtype, np.dtype):
+                metas[name] = Meta(tuple(shape), dtype)
         return metas
     for spec in model.inputs:
         if spec.is_static and spec.dtype is not None:

@@ -23,6 +23,7 @@ from engine.ops import op_for
 from engine.ops.base import Meta
 from engine.plan import NATIVE, SYMBOLIC, UNDECIDED, Placement, Plan
 from engine.profile import LayerTiming
+from engine.run_branch import run_if as _run_if
 from engine.tensor import Stored, free_released
 
 
@@ -101,7 +102,7 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
             ins = [slots[n] if n else None for n in layer.all_inputs()]
             metas = [None if s is None else s.meta for s in ins]
             target = backend if place.backend is not BackendType.CPU else cpu
-            if target is not cpu:
+            if target is not cpu and layer.op_type != "If":
                 reason = backend.supports(layer, metas)
                 if reason is not None:
                     target = cpu
@@ -120,7 +121,10 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
                                            (time.perf_counter() - ts) * 1e3, "cpu-clock",
                                            False, (ts - t_run) * 1e3))
             t0 = time.perf_counter()
-            new = _run_layer(worker, layer, target, ins, metas)
+            if layer.op_type == "If" and target is backend:
+                new = _run_if(worker, layer, ins, timings, t_run)
+            else:
+                new = _run_layer(worker, layer, target, ins, metas)
             t1 = time.perf_counter()
             for name, slot in zip(layer.outputs, new):
                 if name:

@@ -151,9 +151,8 @@ class Tensor:
                 self._stored.exception() is None else None
             if stored is not None and getattr(stored.backend, "closed", False):
                 stored = None
-            poll = getattr(stored.backend, "poll", None) if stored else None
-            if poll is not None:
-                poll()
+            if stored is not None:
+                stored.backend.poll()
         return self._readback.done()
 
     def readback_and_clone(self) -> Tensor:
@@ -214,6 +213,9 @@ class _CpuHolder:
         return f
 
     def free(self, handle):
+        pass
+
+    def poll(self):
         pass
 
 

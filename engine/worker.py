@@ -103,7 +103,7 @@ class Worker:
         if unknown:
             raise EngineError(f"the model has no input {unknown[0]!r}")
         sig = tuple((name, tuple(int(d) for d in shapes[name]),
-                     np.dtype(specs[name].dtype).str if specs[name].dtype is not None
+                     np.dtype(specs[name].dtype) if specs[name].dtype is not None
                      else "NoneType") for name in specs if name in shapes)
         return executor.call(self._get_plan, sig)
 
@@ -122,11 +122,9 @@ class Worker:
         return plan
 
     def _prepare(self, plan: Plan) -> None:
-        prepare = getattr(self._backend, "prepare", None)
-        if prepare is not None:
-            inputs = None if plan.signature is None else {
-                n: m for n, m in plan.metas.items() if any(n == s[0] for s in plan.signature)}
-            prepare(self.model, plan.placement, self._progress, inputs)
+        inputs = None if plan.signature is None else {
+            n: m for n, m in plan.metas.items() if any(n == s[0] for s in plan.signature)}
+        self._backend.prepare(self.model, plan.placement, self._progress, inputs)
         plan.prepared = True
 
     def _analysis_plan(self) -> Plan:
@@ -350,7 +348,7 @@ class Worker:
     @property
     def peak_memory_bytes(self) -> int | None:
         """Peak device memory of the plan, for backends that allocate device memory."""
-        return getattr(self._backend, "peak_memory_bytes", None)
+        return self._backend.peak_memory_bytes
 
     def _on_cpu(self, slot: Slot) -> Any:
         if slot.cpu is None and slot.dev is not None:  # (an empty optional is None on the CPU)

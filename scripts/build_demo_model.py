@@ -2,7 +2,7 @@
 
 Training is plain NumPy (im2col convolutions, hand-written backward pass, Adam), so the
 script needs no deep-learning framework. The exported model is checked with the ONNX
-reference evaluator and its test accuracy is printed. Outputs, all in ``resources/``:
+reference evaluator and its test accuracy is printed. Outputs, all in ``workbench/resources/``:
 
 - ``digits_cnn.onnx``  the model (input ``digit`` float32[1, 1, 8, 8] in [0, 1], ink high;
   output ``probabilities`` float32[1, 10]); its metadata carries the preprocessing recipe
@@ -24,7 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESOURCES = os.path.join(ROOT, "resources")
+RESOURCES = os.path.join(ROOT, "workbench", "resources")
 PREPROCESS = {"color": "gray", "invert": True, "scale": 1 / 255, "mean": [0.0], "std": [1.0],
               "resize": "area", "sample": "samples/digit_3.png"}
 

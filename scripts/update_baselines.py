@@ -26,8 +26,10 @@ BACKENDS = ("cpu", "gpu-compute", "gpu-pixel")
 def update(backend: str, out_dir: Path) -> dict:
     result = run_conformance(backend)
     passing = sorted(result["passing"])
+    native = sorted(result["native"])
     data = {"backend": result["backend"], "total": result["total"],
-            "passed": len(passing), "passing": passing}
+            "passed": len(passing), "passed_natively": len(native), "passing": passing,
+            "native": native}
     path = out_dir / f"conformance_{backend}.json"
     path.write_text(json.dumps(data, indent=1) + "\n")
     return data

@@ -1,4 +1,4 @@
-"""The command line contract of DESIGN.md: ops table, inspect, run --json."""
+"""The command line contract in the README: ops table, inspect, run --json."""
 
 import json
 import subprocess

@@ -201,3 +201,25 @@ def test_bad_shapes_raise():
     with pytest.raises(ValueError, match="equal parts"):
         find_op("Split", opset=13).infer(split, [Meta((5,), np.dtype(F))])
     assert onnx is not None
+
+
+@pytest.mark.parametrize("op,gates", [("RNN", 1), ("GRU", 3), ("LSTM", 4)])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("dirs", [1, 2])
+def test_recurrent_shape_logic_matches_the_cpu_kernel(op, gates, layout, dirs, rng):
+    from engine.backends.cpu.interpreter import run_layer
+    from engine.model import Layer
+    from engine.ops import op_for
+    from engine.ops.base import Meta
+
+    seq, batch, inp, hidden = 5, 3, 4, 6
+    x = rng.normal(size=(batch, seq, inp) if layout else (seq, batch, inp)).astype(np.float32)
+    w = rng.normal(size=(dirs, gates * hidden, inp)).astype(np.float32)
+    r = rng.normal(size=(dirs, gates * hidden, hidden)).astype(np.float32)
+    outs = ["y", "y_h"] + (["y_c"] if op == "LSTM" else [])
+    layer = Layer("rnn", op, ["x", "w", "r"], outs,
+                  {"hidden_size": hidden, "layout": layout,
+                   "direction": "bidirectional" if dirs == 2 else "forward"}, opset=17)
+    got = [m.shape for m in op_for(layer).infer(layer, [Meta.of(x), Meta.of(w), Meta.of(r)])]
+    want = [v.shape for v in run_layer(layer, [x, w, r])]
+    assert got == want

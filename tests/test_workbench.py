@@ -233,8 +233,10 @@ def test_backend_failing_mid_run_is_reported(qtbot, window, tmp_path, blocks):
     assert "run failed" in last_error(window) and "reshape" in last_error(window).lower()
     assert not window.running
     open_and_wait(qtbot, window, blocks[0])
+    assert not window.message_bar.isHidden()  # the old error stays until a run succeeds
     with qtbot.waitSignal(window.run_completed, timeout=60_000):
         window.start_run(False)
+    assert window.message_bar.isHidden()  # the new model ran: the old error is gone
 
 
 def test_search_select_and_tooltips(qtbot, window, blocks):

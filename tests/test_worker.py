@@ -1,4 +1,4 @@
-"""The Worker/Tensor contract of DESIGN.md on the CPU backend: deferred results, readback,
+"""The Worker/Tensor contract of the README on the CPU backend: deferred results, readback,
 schedule_iterable, profiles, outputs by name, lifetime and input errors.
 
 Pending states are shown deterministically by holding the engine thread with a gate

@@ -178,7 +178,7 @@ def test_error_figures_handle_nan_and_zero():
 def test_compare_cli_agrees_and_writes_strict_json(require_gpu, tmp_path):
     out = tmp_path / "c.json"
     proc = subprocess.run([sys.executable, "-m", "engine", "compare",
-                           os.path.join(ROOT, "resources", "digits_cnn.onnx"),
+                           os.path.join(ROOT, "workbench", "resources", "digits_cnn.onnx"),
                            "--backend", "gpu-compute", "--against", "cpu", "--json", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -7,7 +7,7 @@ runs it on every available backend and prints the per-layer timing table instead
 from __future__ import annotations
 
 import argparse
-import os
+import signal
 import sys
 
 
@@ -25,16 +25,29 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # Ctrl-C in the terminal closes the window like its close button. Until the window
+    # exists it is only noted (an exception in the middle of imports or Qt's set-up would
+    # leave threads and native state half made)
+    interrupted: list = []
+    if not args.headless:
+        signal.signal(signal.SIGINT, lambda *_: interrupted.append(None))
     from workbench.paths import DEMO_MODEL
 
     model = args.model or DEMO_MODEL
+    from engine.cli_util import ensure_runtime_dir
+
+    ensure_runtime_dir()
     if args.headless:
         from workbench.headless import run_headless
 
-        return run_headless(model, repeat=args.repeat)
+        try:
+            return run_headless(model, repeat=args.repeat)
+        except KeyboardInterrupt:
+            from engine.cli_util import exit_interrupted
 
-    os.environ.setdefault("XDG_RUNTIME_DIR", f"/tmp/runtime-{os.getuid()}")
-    os.makedirs(os.environ["XDG_RUNTIME_DIR"], mode=0o700, exist_ok=True)
+            exit_interrupted()
+
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from engine import BackendType
@@ -51,8 +64,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         window.model_loaded.connect(lambda _m: window.start_run(True))
     window.open_model(model)
-    return app.exec()
 
+    def on_sigint(*_):
+        interrupted.append(None)
+        window.close()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    # Qt's event loop runs in C++: a timer hands control back to Python now and then, so
+    # that the signal handler runs
+    tick = QTimer()
+    tick.timeout.connect(lambda: None)
+    tick.start(200)
+    if interrupted:
+        QTimer.singleShot(0, window.close)
+    status = app.exec()
+    return 130 if interrupted else status
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -110,6 +110,7 @@ class EngineController(AnalysisJobs, QObject):
         self._thread = threading.Thread(target=self._loop, name="workbench-controller",
                                         daemon=True)
         self._thread.start()
+        self._probe: threading.Thread | None = None
 
     # -- public, called on the UI thread; each only queues work ---------------------------
     def load(self, path: str) -> int:
@@ -124,7 +125,9 @@ class EngineController(AnalysisJobs, QObject):
     def probe_backends(self) -> None:
         """Find out which backends work, on a thread of its own (a GPU adapter can take a
         while to open, and loading a model must not wait for it)."""
-        threading.Thread(target=self._do_probe, name="workbench-probe", daemon=True).start()
+        self._probe = threading.Thread(target=self._do_probe, name="workbench-probe",
+                                       daemon=True)
+        self._probe.start()
 
     def prepare(self, backend: BackendType, overrides: dict | None = None,
                 fallback: dict | None = None) -> None:
@@ -161,9 +164,18 @@ class EngineController(AnalysisJobs, QObject):
         return self._generation
 
     def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop: queued jobs and queued engine work are dropped, not run (exit is prompt)."""
         self.stop()
+        while True:
+            try:
+                self._jobs.get_nowait()
+            except queue.Empty:
+                break
+        executor.cancel_pending()
         self._jobs.put(None)
         self._models.close()
+        if self._probe is not None:  # a GPU device half made at exit crashes in wgpu
+            self._probe.join(timeout)
         self._thread.join(timeout)
 
     # -- controller thread -----------------------------------------------------------------
@@ -241,7 +253,10 @@ class EngineController(AnalysisJobs, QObject):
                 status[kind] = None
             except Exception as exc:
                 status[kind] = describe_error(exc)
-        self.backends_probed.emit(status)
+        try:
+            self.backends_probed.emit(status)
+        except RuntimeError:  # the window closed (and deleted us) while the probe ran
+            pass
 
     def _do_prepare(self, backend: BackendType, gen: int, overrides: dict | None = None,
                     fallback: dict | None = None) -> None:

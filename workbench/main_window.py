@@ -63,6 +63,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
         self.backend_status: dict[BackendType, str | None] = {
             BackendType.CPU: None, BackendType.GPU_COMPUTE: PENDING, BackendType.GPU_PIXEL: PENDING}
         self.loaded: LoadedModel | None = None
+        self._messages_before_run = 0
         self.placement: dict = {}
         self.last_profile = None
         self.last_outputs: dict = {}
@@ -144,6 +145,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
             self.show_message("error", f"No value for input(s) {', '.join(missing)}")
             return False
         self.running = True
+        self._messages_before_run = len(self.message_bar.history)
         self._token = self.controller.run(feeds, continuous)
         self.status_run.setText("running continuously…" if continuous else "running…")
         self._update_actions()
@@ -341,6 +343,10 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
             self.graph.set_times(self.times)
         self.outputs.update_outputs(result.outputs)
         self.runs_shown += 1
+        bar = self.message_bar
+        if not bar.isHidden() and bar.property("level") == "error" and \
+                len(bar.history) <= self._messages_before_run:
+            bar.dismiss()  # an error shown before this run succeeded is stale now
         self.status_run.setText(f"{result.backend.name} · run {result.index} · "
                                 f"{profile.total_ms:.2f} ms")
         name = self.details.layer_name

@@ -1,7 +1,10 @@
-"""Where the workbench finds its resources (demo model, icons, sample inputs)."""
+"""Where the workbench finds its resources (demo model, icons, sample inputs).
 
-import os
+They ship inside the ``workbench`` package (package data), so an installed copy finds
+them from any directory, just as a source checkout does.
+"""
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RESOURCES = os.path.join(ROOT, "resources")
-DEMO_MODEL = os.path.join(RESOURCES, "digits_cnn.onnx")
+from importlib.resources import files
+
+RESOURCES = str(files("workbench").joinpath("resources"))
+DEMO_MODEL = str(files("workbench").joinpath("resources", "digits_cnn.onnx"))

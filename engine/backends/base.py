@@ -149,6 +149,16 @@ class Backend(ABC):
                   out_metas: list[Meta]) -> list[Any]:
         """Record/run ``layer`` on device handles; returns one handle per output."""
 
+    #: peak device bytes of the plan (backends that allocate device memory set it)
+    peak_memory_bytes: int | None = None
+
+    def prepare(self, model, placement: dict, progress=None, input_metas=None) -> None:
+        """Compile what a plan needs before its first run (called once per input signature
+        with that signature's concrete ``input_metas``; None: the declared shapes)."""
+
+    def poll(self) -> None:
+        """Drive pending readbacks forward, for backends whose device needs polling."""
+
     def begin_run(self) -> None:
         """Called before the first layer of a schedule."""
 

@@ -1,11 +1,11 @@
 """Per-op shape logic shared by every backend.
 
 An ``Op`` subclass is named after the ONNX operator, with the opset version it
-was introduced in as a suffix when several versions differ (``ArgMax_12``), as
+was introduced in as a suffix when several versions differ (``Slice_10``), as
 the ONNX reference evaluator names its classes. ``infer`` maps input metadata
 to output metadata at schedule time, when every shape is concrete; the GPU
 backends use it to allocate outputs before the kernel runs. ``cpu_inputs`` lists
-the inputs whose *values* are needed to plan the work (DESIGN §5).
+the inputs whose *values* are needed to plan the work (Reshape's shape, Slice's starts...).
 """
 
 from __future__ import annotations

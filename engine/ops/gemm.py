@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from engine.model import Layer
@@ -98,3 +100,71 @@ class Einsum(Op):
     def infer(self, layer: Layer, inputs):
         _, out, sizes = parse_einsum(layer.attr("equation"), [m.shape for m in inputs])
         return [Meta(tuple(sizes[c] for c in out), inputs[0].dtype)]
+
+
+@dataclass(frozen=True)
+class EinsumMatMul:
+    """An Einsum of two operands that is one batched matrix product.
+
+    Labels are grouped as ``batch`` (in the output and both operands, or an ellipsis
+    label), ``m`` (output and A only), ``n`` (output and B only) and ``k`` (both operands,
+    summed). The canonical layouts are A = batch+m+k, B = batch+k+n, C = batch+m+n; the
+    backends reorder operands into them (or read them with strides) and run their matmul.
+    """
+
+    terms: tuple[str, str]
+    out: str
+    batch: str
+    m: str
+    n: str
+    k: str
+    sizes: dict
+
+    def canonical(self, which: int) -> str:
+        """Canonical label order of operand 0 (A), 1 (B) or 2 (the product)."""
+        return self.batch + (self.m + self.k, self.k + self.n, self.m + self.n)[which]
+
+    def perm(self, which: int) -> list[int]:
+        """Axes of operand ``which`` in canonical order (labels it lacks are skipped)."""
+        term = self.terms[which]
+        return [term.index(c) for c in self.canonical(which) if c in term]
+
+    def shape(self, which: int, operand_shape) -> tuple[int, ...]:
+        """Canonical shape of an operand: its own sizes, 1 for batch labels it lacks."""
+        term = self.terms[which]
+        return tuple(operand_shape[term.index(c)] if c in term else 1
+                     for c in self.canonical(which))
+
+    def mnk(self) -> tuple[int, int, int]:
+        return self.sizes[self.m], self.sizes[self.n], self.sizes[self.k]
+
+
+def einsum_matmul(equation: str, shapes: list[tuple]) -> EinsumMatMul | str:
+    """The matmul form of an Einsum, or a sentence saying why it has none."""
+    if len(shapes) != 2:
+        return f"Einsum of {len(shapes)} operands is not a matrix product"
+    try:
+        terms, out, sizes = parse_einsum(equation, [tuple(s) for s in shapes])
+    except ValueError as exc:
+        return str(exc)
+    a, b = terms
+    for t in (a, b, out):
+        if len(set(t)) != len(t):
+            return f"Einsum {equation!r} repeats a label in one term (a diagonal)"
+    ell = set("αβγδεζηθικλμνξοπρστυφχψω")
+    batch = "".join(c for c in out if (c in a and c in b) or c in ell)
+    m = "".join(c for c in out if c in a and c not in b and c not in ell)
+    n = "".join(c for c in out if c in b and c not in a and c not in ell)
+    k = "".join(c for c in a if c in b and c not in out)
+    extra = [c for c in a + b if c not in out and c not in k]
+    if extra:
+        return f"Einsum {equation!r} sums label {extra[0]!r} of one operand only"
+    if len(m) != 1 or len(n) != 1 or len(k) != 1:
+        return (f"Einsum {equation!r} is not a matrix product with one row, one column and "
+                "one summed label")
+    for c in batch:
+        da = shapes[0][a.index(c)] if c in a else 1
+        db = shapes[1][b.index(c)] if c in b else 1
+        if isinstance(da, int) and isinstance(db, int) and 1 not in (da, db) and da != db:
+            return f"Einsum {equation!r}: batch label {c!r} has sizes {da} and {db}"
+    return EinsumMatMul((a, b), out, batch, m, n, k, sizes)

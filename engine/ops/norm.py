@@ -38,7 +38,7 @@ def stats_shape(shape: tuple[int, ...], axis: int) -> tuple[int, ...]:
 
 
 def _stash_dtype(layer: Layer, x_dtype: np.dtype) -> np.dtype:
-    from engine.onnx_import import onnx_dtype
+    from engine.dtypes import onnx_dtype
 
     stash = layer.attr("stash_type", 1)
     return onnx_dtype(stash) if stash else x_dtype

@@ -26,7 +26,7 @@ def _known(meta: Meta | None, what: str) -> np.ndarray | None:
 
 
 def _onnx_dtype(code: int) -> np.dtype:
-    from engine.onnx_import import onnx_dtype
+    from engine.dtypes import onnx_dtype
 
     return onnx_dtype(int(code))
 

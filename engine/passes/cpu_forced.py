@@ -1,4 +1,4 @@
-"""DESIGN §5: find tensors whose values are needed on the CPU to schedule work.
+"""Find tensors whose values are needed on the CPU to schedule work.
 
 A tensor is CPU-forced if it is an op's planning input (``Op.cpu_inputs``: the
 shape of Reshape/Expand/Tile/ConstantOfShape, axes, Slice starts/ends, Resize
@@ -39,6 +39,12 @@ def _forced(graph: Graph) -> set[str]:
             continue
         stack.extend(n for n in layer.all_inputs() if n and n not in forced)
     return forced
+
+
+def forced_names(graph: Graph) -> set[str]:
+    """Names computed in ``graph`` whose values must be known on the CPU (a subgraph's too)."""
+    producers = graph.producers()
+    return {n for n in _forced(graph) if n in producers}
 
 
 def mark_cpu_forced(model: Model) -> set[str]:

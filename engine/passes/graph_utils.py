@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from engine.model import Graph, Layer
-from engine.onnx_import import free_names, subgraph_captures
+from engine.model import Graph, Layer, free_names, subgraph_captures
 
 
 def subgraphs(layer: Layer) -> list[Graph]:
@@ -72,13 +71,3 @@ def rename_reads(graph: Graph, old: str, new: str, outputs_too: bool = False) ->
         for spec in graph.outputs:
             if spec.name == old:
                 spec.name = new
-
-
-def read_counts(graph: Graph) -> dict[str, int]:
-    """How many times each name is read by the layers of ``graph`` (captures included)."""
-    counts: dict[str, int] = {}
-    for layer in graph.layers:
-        for n in layer.all_inputs():
-            if n:
-                counts[n] = counts.get(n, 0) + 1
-    return counts

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.model import Graph, Layer
-from engine.onnx_import import free_names, subgraph_captures
+from engine.model import Graph, Layer, free_names, subgraph_captures
 from engine.passes.graph_utils import iter_graphs, refresh_captures, rename_reads, subgraphs
 
 

@@ -1,4 +1,5 @@
-// y = cond ? x : z with NumPy broadcasting of all three inputs.
+// y = cond ? x : z with NumPy broadcasting of all three inputs; x and z have ${W} 32-bit
+// words per element (64-bit values are moved, never computed on).
 struct Params {
     n: i32, rank: i32, pad0: i32, pad1: i32,
     shape: array<vec4<i32>, 2>,
@@ -29,5 +30,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
         ix += c * p.sx[d / 4][d % 4];
         iz += c * p.sz[d / 4][d % 4];
     }
-    y[i] = select(z[iz], x[ix], cond[ic] != 0u);
+    let pick = cond[ic] != 0u;
+    for (var w = 0; w < ${W}; w++) {
+        y[i * ${W} + w] = select(z[iz * ${W} + w], x[ix * ${W} + w], pick);
+    }
 }

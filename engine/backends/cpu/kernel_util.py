@@ -21,7 +21,7 @@ def infer(layer: Layer, inputs) -> list[Meta]:
 
 
 def onnx_dtype(code: int) -> np.dtype:
-    from engine.onnx_import import onnx_dtype as _dt
+    from engine.dtypes import onnx_dtype as _dt
 
     return _dt(int(code))
 

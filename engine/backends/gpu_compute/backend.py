@@ -277,9 +277,6 @@ class GpuComputeBackend(Backend):
         if resolved is not None:
             self._timestamps.read(resolved)
 
-    def poll(self) -> None:
-        """Readbacks complete on wgpu's poll thread; nothing to drive from here."""
-
     def collect_timings(self) -> Future | None:
         """A future of {layer: GPU ms} resolved when the run's timestamps are read back."""
         return self._timestamps.collect() if self._timestamps else None

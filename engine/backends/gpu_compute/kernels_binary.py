@@ -6,6 +6,7 @@ import numpy as np
 
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.kernels_elementwise import BOOL, INTS, WG, _wgsl, run_unary
+from engine.backends.gpu_compute.memory import words_per_element
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, NUMERIC, gpu_kernel
 from engine.backends.gpu_compute.util import arr8, broadcast_strides, size_of
@@ -148,8 +149,6 @@ def _where_check(layer, metas):
         return "Where's condition must be bool"
     if metas[1] is not None and metas[2] is not None and metas[1].dtype != metas[2].dtype:
         return "Where's branches have different dtypes"
-    if any(m is not None and m.dtype.itemsize == 8 for m in metas[1:]):
-        return "Where on 64-bit values runs on the CPU"
     return None
 
 
@@ -162,5 +161,6 @@ def Where(ctx, layer, ins, metas, out_metas):
     if n:
         params = pack(n, len(shape), 0, 0, *arr8(shape),
                       *(v for m in metas for v in arr8(broadcast_strides(m.shape, shape))))
-        ctx.dispatch(Program.of("where.wgsl"), [ins[0], ins[1], ins[2], y], params, -(-n // WG))
+        ctx.dispatch(Program.of("where.wgsl", W=words_per_element(out.dtype)),
+                     [ins[0], ins[1], ins[2], y], params, -(-n // WG))
     return [y]

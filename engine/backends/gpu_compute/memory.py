@@ -117,6 +117,3 @@ class BufferPool:
         self._all.clear()
         self._free.clear()
         self.device_bytes = self.live_bytes = 0
-
-    def reset_peak(self) -> None:
-        self.peak_bytes = self.live_bytes

@@ -48,8 +48,9 @@ class GpuPixelBackend(Backend):
             why = matrix_fit_reason(layer, metas, self.max_dim)
             if why is not None:
                 return why
+        # symbolic dims (at plan time) are checked when the layer is scheduled
         shapes = [m.shape for i, m in enumerate(metas) if m is not None and i not in skip
-                  and m.dtype == np.float32 and m.size]
+                  and m.dtype == np.float32 and _concrete(m.shape) and m.size]
         if all(m is not None for m in metas[:len(layer.inputs)] if m is not None):
             op = op_for(layer)
             try:
@@ -58,6 +59,8 @@ class GpuPixelBackend(Backend):
                 outs = []
             shapes += [m.shape for m in outs]
         for shape in shapes:
+            if not _concrete(shape):
+                continue
             why = fit_reason(shape, self.max_dim)
             if why is not None:
                 return why
@@ -186,3 +189,7 @@ class GpuPixelBackend(Backend):
     def _check_open(self) -> None:
         if self._closed:
             raise EngineError("the GPU_PIXEL backend is closed")
+
+
+def _concrete(shape) -> bool:
+    return all(isinstance(d, int) for d in shape)

@@ -2,11 +2,14 @@
 
 from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their registrations)
     kernels_conv,
+    kernels_einsum,
     kernels_elementwise,
     kernels_gemm,
+    kernels_index,
     kernels_norm,
     kernels_reduce,
     kernels_resize,
+    kernels_sequence,
     kernels_shape,
 )
 from engine.backends.gpu_pixel.registry import KERNELS

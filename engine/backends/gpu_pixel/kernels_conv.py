@@ -1,4 +1,5 @@
-"""Conv and pooling kernels (shaders/pixel/conv.wgsl, pool.wgsl); 1-D runs as 2-D with H = 1."""
+"""Conv, ConvTranspose and pooling kernels (shaders/pixel/conv.wgsl, conv_transpose.wgsl,
+pool.wgsl); 1-D runs as 2-D with H = 1."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels_elementwise import UNARY
 from engine.backends.gpu_pixel.layout import layout_of, pack
 from engine.backends.gpu_pixel.registry import pixel_kernel
+from engine.ops.conv_pool import conv_transpose_geometry
 
 #: fused activations a Conv/Gemm may carry, with their default parameters
 ACTIVATIONS = {name: [d for _, d in params] for name, params in UNARY.items()}
@@ -175,3 +177,30 @@ def GlobalMaxPool(be, layer, inputs, in_metas, out_metas):
 def GlobalLpPool(be, layer, inputs, in_metas, out_metas):
     return pool(be, layer, inputs, in_metas, out_metas, "lp", None, global_=True,
                 p=float(layer.attr("p", 2)))
+
+
+def _convt_check(layer, metas):
+    x, w = metas[0], metas[1] if len(metas) > 1 else None
+    if x is not None and len(x.shape) not in (3, 4):
+        return f"ConvTranspose on a rank {len(x.shape)} input is not supported (1-D and 2-D are)"
+    if x is not None and w is not None and len(w.shape) != len(x.shape):
+        return f"ConvTranspose weight rank {len(w.shape)} differs from the input rank"
+    return activation_reason(layer)
+
+
+@pixel_kernel("ConvTranspose", check=_convt_check)
+def ConvTranspose(be, layer, inputs, in_metas, out_metas):
+    x, w = in_metas[0].shape, in_metas[1].shape
+    g = conv_transpose_geometry(layer, x, w)
+    two = len(x) == 4
+    kh, kw = (g.kernel if two else (1,) + tuple(g.kernel))
+    sh, sw = (g.strides if two else (1,) + tuple(g.strides))
+    dh, dw = (g.dilations if two else (1,) + tuple(g.dilations))
+    ph, pw = (g.pads_begin if two else (0,) + tuple(g.pads_begin))
+    bias = inputs[2] if len(inputs) > 2 else None
+    act, params = activation(layer)
+    ints = [(kh, kw, int(layer.attr("group", 1) or 1), int(two)), (sh, sw, dh, dw),
+            (ph, pw, int(bias is not None), 0)]
+    texes = [inputs[0], inputs[1]] + ([bias] if bias is not None else [])
+    return [be.run("conv_transpose", out_metas[0].shape, texes, n_tex=3, ints=ints,
+                   floats=[params], ACT=act)]

@@ -1,9 +1,11 @@
-"""Normalisations over channels: BatchNormalization, InstanceNormalization, LRN."""
+"""Normalisations: BatchNormalization, InstanceNormalization, LRN (over channels) and
+LayerNormalization (over the trailing axes; statistics pass, then an elementwise pass)."""
 
 from __future__ import annotations
 
-from engine.backends.gpu_pixel.layout import layout_of
+from engine.backends.gpu_pixel.layout import MAX_RANK, layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel
+from engine.ops.norm import stats_shape
 
 
 def _rank_check(minimum):
@@ -46,3 +48,36 @@ def LRN(be, layer, inputs, in_metas, out_metas):
          float(layer.attr("bias", 1.0)))
     return [be.run("norm", out_metas[0].shape, inputs[:1], n_tex=5,
                    ints=[(0, int(layer.attr("size")))], floats=[f], OP="LRN")]
+
+
+def _layer_norm_check(layer, metas):
+    x = metas[0]
+    if x is None:
+        return None
+    if len(x.shape) == 0:
+        return "LayerNormalization of a scalar is not supported"
+    axis = int(layer.attr("axis", -1))
+    if not -len(x.shape) <= axis < len(x.shape):
+        return f"LayerNormalization axis {axis} is out of range for rank {len(x.shape)}"
+    if len(layer.outputs) > 1 and layer.attr("stash_type", 1) != 1:
+        return "LayerNormalization statistics in a stash type other than float32"
+    return None
+
+
+@pixel_kernel("LayerNormalization", check=_layer_norm_check, max_outputs=3)
+def LayerNormalization(be, layer, inputs, in_metas, out_metas):
+    shape = tuple(in_metas[0].shape)
+    rank = len(shape)
+    axis = int(layer.attr("axis", -1)) % rank
+    ints = [(axis + MAX_RANK - rank, int(len(inputs) > 2 and inputs[2] is not None))]
+    floats = [(float(layer.attr("epsilon", 1e-5)),)]
+    stats = stats_shape(shape, axis)
+    mean = be.run("layernorm", stats, inputs[:1], n_tex=5, ints=ints, floats=floats, OP="Mean")
+    inv = be.run("layernorm", stats, inputs[:1], n_tex=5, ints=ints, floats=floats,
+                 OP="InvStdDev")
+    texes = [inputs[0], mean, inv, inputs[1]] + ([inputs[2]] if ints[0][1] else [])
+    y = be.run("layernorm", shape, texes, n_tex=5, ints=ints, floats=floats, OP="Apply")
+    outs = [y, mean, inv][:len(out_metas)]
+    for t in (mean, inv)[len(out_metas) - 1:]:
+        be.free(t)
+    return outs

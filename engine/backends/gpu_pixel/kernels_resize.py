@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.cpu.kernels_resize import axis_weights, source_coords
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
-from engine.ops.resize import resize_plan
+from engine.ops.resize import axis_weights, resize_plan, source_coords
 
 RANK = 6
 MAX_TAPS = 64

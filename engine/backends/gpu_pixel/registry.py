@@ -27,8 +27,8 @@ def float_reason(metas: list[Meta | None], indices) -> str | None:
             return f"input {i} is {np.dtype(m.dtype).name}; textures hold float32 only"
         if len(m.shape) > MAX_RANK:
             return f"input {i} has rank {len(m.shape)} (at most {MAX_RANK})"
-        if m.size == 0:
-            return f"input {i} is empty"
+        if all(isinstance(d, int) for d in m.shape) and m.size == 0:
+            return f"input {i} is empty"  # (symbolic dims are decided when scheduled)
     return None
 
 

@@ -1,0 +1,83 @@
+"""LSTM: one dispatch per time step (both directions at once), the recurrence in the shader.
+
+The input projection is computed inside each step rather than as one big product first:
+the families' recurrent layers are narrow (hidden 32–128), where a step's dispatch is
+bound by latency, not by arithmetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.pipelines import Program
+from engine.backends.gpu_compute.registry import F32, gpu_kernel
+from engine.ops.base import Meta
+
+F32_DT = np.dtype(np.float32)
+
+
+def _lstm_check(layer, metas):
+    acts = layer.attr("activations")
+    if acts and [a.lower() for a in acts] != ["sigmoid", "tanh", "tanh"] * (len(acts) // 3):
+        return f"LSTM with activations {acts} runs on the CPU (the GPU has the defaults)"
+    if layer.attr("clip") is not None:
+        return "LSTM with a cell clip runs on the CPU"
+    if layer.attr("input_forget", 0):
+        return "LSTM with coupled input/forget gates runs on the CPU"
+    if len(metas) > 7 and metas[7] is not None:
+        return "LSTM with peephole weights runs on the CPU"
+    lens = metas[4] if len(metas) > 4 else None
+    if lens is not None:
+        x = metas[0]
+        seq = x.shape[1] if layer.attr("layout", 0) else x.shape[0]
+        if lens.value is None:
+            return "LSTM sequence_lens must be known on the CPU to run on the GPU"
+        if np.any(np.asarray(lens.value) != seq):
+            return "LSTM with sequences shorter than the input runs on the CPU"
+    return None
+
+
+@gpu_kernel("LSTM", since=7, dtypes=F32, inputs=(0, 1, 2, 3, 5, 6), check=_lstm_check)
+def LSTM(ctx, layer, ins, metas, out_metas):
+    x, w, r = metas[0], metas[1], metas[2]
+    layout = int(layer.attr("layout", 0))
+    seq, batch = (x.shape[1], x.shape[0]) if layout else (x.shape[0], x.shape[1])
+    dirs, inp, hid = w.shape[0], x.shape[2], r.shape[2]
+    dbh = dirs * batch * hid
+    direction = layer.attr("direction", "forward")
+    rev_from = {"forward": dirs, "reverse": 0}.get(direction, 1)
+    has_bias = len(ins) > 3 and ins[3] is not None
+    aux_host = np.zeros(dirs * 8 * hid + 2 * dbh, F32_DT)
+    aux = ctx.upload(aux_host)
+    offset = 0
+    for index, size in ((3, dirs * 8 * hid), (5, dbh), (6, dbh)):
+        if len(ins) > index and ins[index] is not None and size:
+            ctx.copy(ins[index], 0, aux, offset * 4, size * 4)
+        offset += size
+    y_meta = Meta((batch, seq, dirs, hid) if layout else (seq, dirs, batch, hid), F32_DT)
+    y = ctx.tensor(y_meta)
+    state = ctx.tensor(Meta((4 * dbh,), F32_DT))
+    program = Program.of("lstm_step.wgsl")
+    for step in range(seq):
+        params = pack(seq, batch, inp, hid, dirs, step, layout, int(has_bias), rev_from,
+                      0, 0, 0)
+        ctx.dispatch(program, [ins[0], ins[1], ins[2], aux, y, state], params, -(-dbh // 64))
+    outs = []
+    names = list(layer.outputs) + [""] * (3 - len(layer.outputs))
+    if names[0]:
+        outs.append(y)
+    else:
+        outs.append(None)
+    for k, name in enumerate(names[1:3]):
+        if not name:
+            outs.append(None)
+            continue
+        out = ctx.tensor(Meta(out_metas[k + 1].shape, F32_DT))
+        ctx.copy(state, (2 + k) * dbh * 4, out, 0, dbh * 4)
+        outs.append(out)
+    if not names[0]:
+        ctx.free(y)
+    ctx.free(state)
+    ctx.free(aux)
+    return outs[:len(layer.outputs)]
