@@ -53,3 +53,20 @@ def test_a_dead_helper_falls_back_to_loading_here(loader, tmp_path):
     loader._proc.wait()
     assert len(loader.load(path).layers) == 11
     assert loader.in_process
+
+
+def test_external_weights_stay_mapped(loader, tmp_path):
+    import onnx
+
+    from workbench.model_process import _mapped
+
+    path = str(tmp_path / "blocks.onnx")
+    block_model(path, 2, shape=(1, 64, 8, 8))
+    proto = onnx.load(path)
+    ext = str(tmp_path / "external.onnx")
+    onnx.save_model(proto, ext, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin", size_threshold=0)
+    model = loader.load(ext)
+    # the helper does not copy mapped weights through the pipe: they are mapped here
+    assert any(_mapped(v) for v in model.constants.values())
+    assert not loader.in_process and loader._proc.poll() is None

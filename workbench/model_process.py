@@ -13,6 +13,7 @@ helper cannot start or dies, loading falls back to the calling thread.
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import pickle
 import struct
@@ -109,6 +110,8 @@ class ModelProcess:
             return _load_and_lay_out(path)
         if answer[0] == "error":
             raise ModelLoadError(answer[1])
+        if answer[0] == "local":  # memory-mapped weights: map them here, copying nothing
+            return _load_and_lay_out(path)
         return answer[1:]
 
     def close(self) -> None:
@@ -152,6 +155,18 @@ def _load_and_lay_out(path: str):
     return (model, layout, ms, *read_model_metadata(path))
 
 
+def _mapped(value) -> bool:
+    """True for an array whose memory is a mapped file (external weights)."""
+    base = getattr(value, "base", None)
+    while base is not None:
+        if isinstance(base, memoryview):
+            base = base.obj
+        if isinstance(base, mmap.mmap):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
 def _serve() -> None:
     """The helper's loop: read a path, answer ("ok", Model) or ("error", message)."""
     out = sys.stdout.buffer
@@ -168,6 +183,9 @@ def _serve() -> None:
             return
         try:
             answer = ("ok", *_load_and_lay_out(path))
+            if any(_mapped(v) for v in answer[1].constants.values()):
+                # external weights are mapped from their files: sending them would copy them
+                answer = ("local",)
         except ModelLoadError as exc:
             answer = ("error", str(exc))
         except Exception as exc:  # the app shows it as a load error
