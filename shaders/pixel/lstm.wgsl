@@ -3,8 +3,9 @@
 // (h, c, 0, 0) of direction d, batch row b, hidden unit j. The history of every step's state
 // is the same layout stacked by step: row (s * dirs + d) * batch + b.
 //   Init:  the state from initial_h (t0) and initial_c (t1); i[1].w bit 0/1: t0/t1 given
-//   Step:  one step of every direction from X (t0), W (t1), R (t2), B (t3), state (t4);
-//          i[1].w bit 0: B given
+//   Proj:  X W^T + Wb + Rb of every time step from X (t0), W (t1), B (t3) (i[1].w bit 0:
+//          B given), a [seq, 4, dirs, batch, H] tensor: a texel holds the 4 gates
+//   Step:  one step of every direction from the projection (t0), R (t2) and the state (t4)
 //   Y:     Y from the history (t0)
 //   Final: Y_h (i[2].y = 0) or Y_c (1) from the last state (t0)
 // i[0] = (seq, batch, input, H); i[1] = (dirs, step, layout, flags); i[2].x: directions
@@ -50,14 +51,15 @@ fn gate_row(d: u32, r: u32) -> vec2<u32> {
     return vec2<u32>(d * ((4u * H + 3u) / 4u) + r / 4u, r % 4u);
 }
 
-fn op_Step(p: vec2<u32>) -> vec4<f32> {
+// gate pre-activations from the input, for every time step at once: texel (x = j,
+// y = (t * dirs + d) * batch + b) holds gates (i, o, f, c) of X W^T + Wb + Rb
+fn op_Proj(p: vec2<u32>) -> vec4<f32> {
     let H = u32(U.i[0].w);
     let I = u32(U.i[0].z);
     let j = p.x;
-    let d = p.y / batch_n();
     let b = p.y % batch_n();
-    let t = time_of(d, u32(U.i[1].y));
-    // gates in ONNX order i, o, f, c
+    let d = (p.y / batch_n()) % dirs_n();
+    let t = p.y / (batch_n() * dirs_n());
     let g0 = gate_row(d, j);
     let g1 = gate_row(d, H + j);
     let g2 = gate_row(d, 2u * H + j);
@@ -79,6 +81,21 @@ fn op_Step(p: vec2<u32>) -> vec4<f32> {
         acc += xv * vec4<f32>(ld(T1, k, g0.x)[g0.y], ld(T1, k, g1.x)[g1.y],
                               ld(T1, k, g2.x)[g2.y], ld(T1, k, g3.x)[g3.y]);
     }
+    return acc;
+}
+
+// one step: the projection of its time (t0) plus h_prev R^T (R t2, state t4)
+fn op_Step(p: vec2<u32>) -> vec4<f32> {
+    let H = u32(U.i[0].w);
+    let j = p.x;
+    let d = p.y / batch_n();
+    let b = p.y % batch_n();
+    let t = time_of(d, u32(U.i[1].y));
+    let g0 = gate_row(d, j);
+    let g1 = gate_row(d, H + j);
+    let g2 = gate_row(d, 2u * H + j);
+    let g3 = gate_row(d, 3u * H + j);
+    var acc = ld(T0, j, (t * dirs_n() + d) * batch_n() + b);
     for (var k = 0u; k < H; k++) {
         let hv = ld(T4, k, p.y).x;
         acc += hv * vec4<f32>(ld(T2, k, g0.x)[g0.y], ld(T2, k, g1.x)[g1.y],

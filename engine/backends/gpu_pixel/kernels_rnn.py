@@ -1,14 +1,13 @@
 """LSTM (shaders/pixel/lstm.wgsl): one render pass per time step for every direction at once.
 
-The state of a step, h and c of every direction, batch row and hidden unit, is one small
+One pass first computes the input's part of the gates, X W^T plus both biases, for every
+time step at once (one wide pass instead of a loop over the input in every step). The state
+of a step, h and c of every direction, batch row and hidden unit, is one small
 texture ([1, 2, dirs, batch, H]: a texel holds (h, c)). Each step pass reads the previous
 state and draws the next; a texture copy (a transfer, not a pass) appends it to a history
 texture that stacks the states of all steps, so the steps cost O(seq) texel traffic. One
 last pass gathers Y from the history (a forward direction made time t at step t, a reverse
 one at step seq - 1 - t); Y_h and Y_c come from the last state.
-
-The input projection is computed inside each step, as on GPU_COMPUTE: the families'
-recurrent layers are narrow (hidden 32-128), where a step's pass is bound by latency.
 """
 
 from __future__ import annotations
@@ -58,12 +57,14 @@ def LSTM(be, layer, inputs, in_metas, out_metas):
                                          dummy if c0 is None else c0], n_tex=5, OP="Init",
                    ints=ints(flags=(h0 is not None) | (c0 is not None) << 1))
     bias = given(3)
+    proj = be.run("lstm", (seq, 4, dirs, batch, hid),
+                  [inputs[0], inputs[1], dummy, dummy if bias is None else bias], n_tex=5,
+                  OP="Proj", ints=ints(flags=int(bias is not None)))
     history = be.r.alloc(hid, seq * dirs * batch)
     rows = dirs * batch
-    step_inputs = [inputs[0], inputs[1], inputs[2], dummy if bias is None else bias]
     for step in range(seq):
-        new = be.run("lstm", state_shape, step_inputs + [state], OP="Step",
-                     ints=ints(step, int(bias is not None)))
+        new = be.run("lstm", state_shape, [proj, dummy, inputs[2], dummy, state], OP="Step",
+                     ints=ints(step))
         be.free(state)
         state = new
         be.r.copy_rows(state.tex, history, step * rows)
@@ -75,6 +76,7 @@ def LSTM(be, layer, inputs, in_metas, out_metas):
     else:
         outs.append(None)
     be.r.release(history)
+    be.free(proj)
     for k, name in enumerate(names[1:3]):
         outs.append(be.run("lstm", out_metas[k + 1].shape, [state.tex], n_tex=5, OP="Final",
                            ints=ints(comp=k)) if name else None)
