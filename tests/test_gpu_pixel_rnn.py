@@ -95,3 +95,19 @@ def test_lstm_families_have_no_fallback_on_gpu_pixel(name, require_gpu):
         fallbacks = {n: p.reason for n, p in worker.placement.items()
                      if p.reason and p.reason.startswith("fallback")}
     assert not fallbacks, fallbacks
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq,attrs,words", [
+    (4, {"clip": 3.0}, "cell clip"),
+    (4, {"activations": ["Sigmoid", "Relu", "Tanh"]}, "activations"),
+    (2100, {}, "texel limit"),  # 2100 steps * 2 directions * batch 2 rows of states
+])
+def test_lstm_declines_with_a_reason(seq, attrs, words, require_gpu):
+    proto = _model(seq, 2, 3, 4, 2, 0, ("y",), (), True, "bidirectional")
+    proto.graph.node[0].attribute.extend(helper.make_attribute(k, v) for k, v in attrs.items())
+    model = ModelLoader.load(proto.SerializeToString())
+    with Worker(model, "gpu-pixel") as worker:
+        placed = worker.placement["lstm"]
+    assert placed.backend is BackendType.CPU
+    assert words in placed.reason, placed.reason

@@ -13,7 +13,7 @@ one at step seq - 1 - t); Y_h and Y_c come from the last state.
 from __future__ import annotations
 
 from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.backends.gpu_pixel.layout import fit_reason
+from engine.backends.gpu_pixel.layout import DEFAULT_MAX_DIM, fit_reason
 from engine.backends.gpu_pixel.registry import pixel_kernel
 from engine.ops.rnn import lstm_default_reason
 
@@ -33,8 +33,9 @@ def _lstm_check(layer, metas):
     if all(isinstance(v, int) for v in (seq, batch, hid, dirs)):
         why = fit_reason((seq, 2, dirs, batch, hid))
         if why is not None:
-            return (f"LSTM keeps the states of all {seq} steps in one texture "
-                    f"({hid} x {seq * dirs * batch} texels), over the texture size limit")
+            return (f"LSTM keeps the states of all {seq} steps in one texture of "
+                    f"{hid} x {seq * dirs * batch} texels (hidden x steps * directions * "
+                    f"batch), over the {DEFAULT_MAX_DIM} texel limit it plans with")
     return None
 
 
