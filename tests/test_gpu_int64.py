@@ -13,7 +13,8 @@ from onnx import TensorProto, helper
 from engine import BackendType, ModelLoader, Worker, families
 
 ONNX_TYPE = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int32): TensorProto.INT32,
-             np.dtype(np.int64): TensorProto.INT64, np.dtype(bool): TensorProto.BOOL}
+             np.dtype(np.int64): TensorProto.INT64, np.dtype(bool): TensorProto.BOOL,
+             np.dtype(np.uint32): TensorProto.UINT32}
 
 
 def _run_one(op, feeds, out_dtype, **attrs):
@@ -73,6 +74,18 @@ def test_cast_to_int64_is_exact(require_gpu, rng):
                          2.0**62, -2.0**62]]).astype(np.float32)
     got = _run_one("Cast", {"x": f}, np.int64, to=TensorProto.INT64)
     np.testing.assert_array_equal(got, f.astype(np.int64))
+
+
+@pytest.mark.gpu
+def test_cast_int64_to_and_from_bool_and_uint32(require_gpu, rng):
+    x = _wide_int64(rng, (5, 8), np.array([-1, 0, 0, 1], np.int64))
+    x[0, :4] = 0
+    for dtype in (bool, np.uint32):
+        got = _run_one("Cast", {"x": x}, dtype, to=ONNX_TYPE[np.dtype(dtype)])
+        np.testing.assert_array_equal(got, x.astype(dtype))
+    for src in (rng.random(30) < 0.5, rng.integers(0, 2**32, 30, dtype=np.uint32)):
+        got = _run_one("Cast", {"x": src}, np.int64, to=TensorProto.INT64)
+        np.testing.assert_array_equal(got, src.astype(np.int64))
 
 
 @pytest.mark.gpu
