@@ -7,6 +7,8 @@ Layout 0: X is [seq, batch, input], Y [seq, directions, batch, hidden], Y_h/Y_c
 
 from __future__ import annotations
 
+import numpy as np
+
 from engine.model import Layer
 from engine.ops.base import Meta, Op, register_op
 
@@ -44,3 +46,25 @@ class GRU(_Recurrent):
 @register_op
 class LSTM(_Recurrent):
     n_states = 2
+
+
+def lstm_default_reason(layer: Layer, metas: list[Meta | None]) -> str | None:
+    """Why the GPU LSTM kernels (default activations, full sequences) cannot run ``layer``."""
+    acts = layer.attr("activations")
+    if acts and [a.lower() for a in acts] != ["sigmoid", "tanh", "tanh"] * (len(acts) // 3):
+        return f"LSTM with activations {acts} runs on the CPU (the GPU has the defaults)"
+    if layer.attr("clip") is not None:
+        return "LSTM with a cell clip runs on the CPU"
+    if layer.attr("input_forget", 0):
+        return "LSTM with coupled input/forget gates runs on the CPU"
+    if len(metas) > 7 and metas[7] is not None:
+        return "LSTM with peephole weights runs on the CPU"
+    lens = metas[4] if len(metas) > 4 else None
+    if lens is not None:
+        x = metas[0]
+        seq = x.shape[1] if layer.attr("layout", 0) else x.shape[0]
+        if lens.value is None:
+            return "LSTM sequence_lens must be known on the CPU to run on the GPU"
+        if np.any(np.asarray(lens.value) != seq):
+            return "LSTM with sequences shorter than the input runs on the CPU"
+    return None

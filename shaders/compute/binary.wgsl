@@ -12,6 +12,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> y: array<${U}>;
 
 //!include math.wgsl
+//!include int64.wgsl
 
 fn op(a: ${T}, b: ${T}, attr: i32) -> ${U} {
     return ${expr};

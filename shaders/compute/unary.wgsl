@@ -6,6 +6,7 @@ struct Params { n: i32, a: f32, b: f32, c: f32 }
 @group(0) @binding(2) var<storage, read_write> y: array<${U}>;
 
 //!include math.wgsl
+//!include int64.wgsl
 
 fn op(x: ${T}, A: f32, B: f32, C: f32) -> ${U} {
     return ${expr};

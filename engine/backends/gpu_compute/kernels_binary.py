@@ -21,6 +21,11 @@ BINARY = {
 }
 COMPARE = {"Equal": "==", "Greater": ">", "Less": "<", "GreaterOrEqual": ">=",
            "LessOrEqual": "<="}
+#: int64 elements are vec2<u32> (low, high words); shaders/compute/int64.wgsl compares them
+I64 = (np.dtype(np.int64),)
+I64_WGSL = "vec2<u32>"
+COMPARE_I64 = {"Equal": "i64_eq(a, b)", "Greater": "i64_lt(b, a)", "Less": "i64_lt(a, b)",
+               "GreaterOrEqual": "!i64_lt(a, b)", "LessOrEqual": "!i64_lt(b, a)"}
 LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
 
 
@@ -56,7 +61,7 @@ def _same_dtype(layer, metas):
 def _register_binary(op: str, expr: str, dtypes, out: str | None = None, attr=None):
     @gpu_kernel(op, dtypes=dtypes, inputs=(0, 1), check=_same_dtype)
     def kernel(ctx, layer, ins, metas, out_metas):
-        t = _wgsl(metas[0])
+        t = I64_WGSL if np.dtype(metas[0].dtype) in I64 else _wgsl(metas[0])
         e = expr(layer, t) if callable(expr) else expr
         return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0], e, t,
                            out or t, attr(layer) if attr else 0)]
@@ -66,8 +71,17 @@ def _register_binary(op: str, expr: str, dtypes, out: str | None = None, attr=No
 
 for _op, (_expr, _dtypes) in BINARY.items():
     _register_binary(_op, _expr, _dtypes)
-for _op, _cmp in COMPARE.items():
-    _register_binary(_op, f"u32(a {_cmp} b)", NUMERIC + BOOL if _op == "Equal" else NUMERIC,
+
+
+def _compare_expr(op: str):
+    def expr(layer, t):
+        return f"u32({COMPARE_I64[op]})" if t == I64_WGSL else f"u32(a {COMPARE[op]} b)"
+
+    return expr
+
+
+for _op in COMPARE:
+    _register_binary(_op, _compare_expr(_op), NUMERIC + I64 + (BOOL if _op == "Equal" else ()),
                      out="u32")
 for _op, _expr in LOGIC.items():
     _register_binary(_op, _expr, BOOL)

@@ -13,32 +13,12 @@ from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel
 from engine.ops.base import Meta
+from engine.ops.rnn import lstm_default_reason
 
 F32_DT = np.dtype(np.float32)
 
 
-def _lstm_check(layer, metas):
-    acts = layer.attr("activations")
-    if acts and [a.lower() for a in acts] != ["sigmoid", "tanh", "tanh"] * (len(acts) // 3):
-        return f"LSTM with activations {acts} runs on the CPU (the GPU has the defaults)"
-    if layer.attr("clip") is not None:
-        return "LSTM with a cell clip runs on the CPU"
-    if layer.attr("input_forget", 0):
-        return "LSTM with coupled input/forget gates runs on the CPU"
-    if len(metas) > 7 and metas[7] is not None:
-        return "LSTM with peephole weights runs on the CPU"
-    lens = metas[4] if len(metas) > 4 else None
-    if lens is not None:
-        x = metas[0]
-        seq = x.shape[1] if layer.attr("layout", 0) else x.shape[0]
-        if lens.value is None:
-            return "LSTM sequence_lens must be known on the CPU to run on the GPU"
-        if np.any(np.asarray(lens.value) != seq):
-            return "LSTM with sequences shorter than the input runs on the CPU"
-    return None
-
-
-@gpu_kernel("LSTM", since=7, dtypes=F32, inputs=(0, 1, 2, 3, 5, 6), check=_lstm_check)
+@gpu_kernel("LSTM", since=7, dtypes=F32, inputs=(0, 1, 2, 3, 5, 6), check=lstm_default_reason)
 def LSTM(ctx, layer, ins, metas, out_metas):
     x, w, r = metas[0], metas[1], metas[2]
     layout = int(layer.attr("layout", 0))

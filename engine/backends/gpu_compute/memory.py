@@ -18,7 +18,8 @@ from engine.ops.base import Meta
 #: dtypes stored as one 32-bit word per element (bool as 0/1 in a u32)
 WORD_DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.int32): "i32",
                np.dtype(np.uint32): "u32", np.dtype(bool): "u32"}
-#: dtypes stored as two 32-bit words per element (moved bit-exactly, never computed on)
+#: dtypes stored as two 32-bit words per element (low word first), moved bit-exactly; only
+#: Cast to/from int64 and int64 comparisons compute on them (shaders/compute/int64.wgsl)
 WIDE_DTYPES = {np.dtype(np.int64), np.dtype(np.uint64), np.dtype(np.float64)}
 
 

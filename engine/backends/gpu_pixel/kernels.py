@@ -9,6 +9,7 @@ from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their regis
     kernels_norm,
     kernels_reduce,
     kernels_resize,
+    kernels_rnn,
     kernels_sequence,
     kernels_shape,
 )

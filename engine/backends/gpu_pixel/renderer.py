@@ -174,6 +174,14 @@ class Renderer:
             rp.draw(3)
             rp.end()
 
+    def copy_rows(self, src: Tex, dst: Tex, y: int) -> None:
+        """Record a copy of all of ``src`` into ``dst`` from row ``y`` on (a transfer, not a
+        pass: it keeps the rest of ``dst``, in order with the passes around it)."""
+        with gpu_errors("copying a texture"):
+            self._enc().copy_texture_to_texture(
+                {"texture": src.texture, "origin": (0, 0, 0)},
+                {"texture": dst.texture, "origin": (0, y, 0)}, (src.width, src.height, 1))
+
     def flush(self) -> None:
         """Submit what was recorded; start reading its timestamps back."""
         if self._encoder is None:
