@@ -43,8 +43,31 @@ def check_family(name: str, which: str, backend: str, rng: np.random.Generator) 
     feeds = family.inputs(which, rng)
     model = ModelLoader.load(path)
     with Worker(model, backend) as worker:
-        worker.schedule(feeds)
-        ours = [worker.peek_output(o.name).download_to_array() for o in model.outputs]
+        compare_run(name, which, backend, worker, path, feeds)
+
+
+def other_shapes(model, family, feeds, rng) -> dict:
+    """Inputs like ``feeds`` with the last symbolic dim of the first input changed (a
+    sequence length or an image width: +32, a multiple of every family's stride; a batch
+    when that is the only symbol)."""
+    first = model.inputs[0].shape or ()
+    axis = max(i for i, d in enumerate(first) if isinstance(d, str))
+    symbol = first[axis]
+    shapes = {}
+    for spec in model.inputs:
+        shape = list(feeds[spec.name].shape)
+        for i, dim in enumerate(spec.shape or ()):
+            if dim == symbol:
+                shape[i] = (1 if shape[i] > 1 else 2) if i == 0 else shape[i] + 32
+        shapes[spec.name] = tuple(shape)
+    return family.make_inputs(shapes, rng)
+
+
+def compare_run(name, which, backend, worker, path, feeds) -> None:
+    """Schedule ``feeds`` on ``worker`` and compare every output with onnxruntime."""
+    model = worker.model
+    worker.schedule(feeds)
+    ours = [worker.peek_output(o.name).download_to_array() for o in model.outputs]
     levels = ort.GraphOptimizationLevel
     want = _onnxruntime(path, feeds, levels.ORT_ENABLE_ALL)
     plain = _onnxruntime(path, feeds, levels.ORT_DISABLE_ALL)
@@ -69,7 +92,16 @@ def test_family_cpu_matches_onnxruntime(name, which, rng):
 @pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
 @pytest.mark.parametrize("name", NAMES)
 def test_family_gpu_matches_onnxruntime(name, backend, require_gpu, rng):
-    check_family(name, "test", backend, rng)
+    """Two input signatures in one worker: the test shapes, then other ones."""
+    family = families.get(name)
+    path = families.path(name)
+    model = ModelLoader.load(path)
+    feeds = family.inputs("test", rng)
+    with Worker(model, backend) as worker:
+        compare_run(name, "test", backend, worker, path, feeds)
+        compare_run(name, "other", backend, worker, path,
+                    other_shapes(model, family, feeds, rng))
+        assert len(worker._plans) >= 3  # declared shapes + both signatures
 
 
 @pytest.mark.parametrize("name", NAMES)
