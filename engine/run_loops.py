@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from engine.backends import BackendType
-from engine.backends.cpu.interpreter import run_kernel
-from engine.errors import EngineError, KernelError
+from engine.backends.cpu.interpreter import kernel_failure
+from engine.errors import EngineError, KernelError, UnsupportedOpError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
@@ -45,31 +45,44 @@ def meta_of(value: Any) -> Meta:
 
 def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
                keep: set[str]) -> Iterator[Layer]:
-    """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures)."""
+    """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures).
+
+    The loop body is what every layer pays: look up the inputs, call the kernel, store the
+    outputs, drop dead tensors, take two clock readings. Profile records are built after the
+    outputs have been handed over, off the latency path.
+    """
     cpu = worker._cpu
     free_released()
     steps = worker._cpu_steps()
     values: dict[str, Any] = dict(feeds)
     values.update(worker._constants)
-    timings: list[LayerTiming] = []
-    add, clock, kind = timings.append, time.perf_counter, cpu.type.value
+    marks: list[float] = []
+    mark, clock = marks.append, time.perf_counter
     t_run = clock()
     cpu.begin_run()
-    for layer, fn, in_names, out_names, gone in steps:
+    for layer, fn, in_names, single, out_names, gone in steps:
         args = [values[n] if n else None for n in in_names]
         t0 = clock()
         if fn is None:  # no kernel: run_layer raises the user-facing error
-            outs = cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
+            cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
+        try:
+            result = fn(layer, args)
+        except (KernelError, UnsupportedOpError):
+            raise
+        except Exception as exc:
+            raise kernel_failure(layer, exc) from exc
+        if single is not None:
+            values[single] = result[0] if type(result) is tuple else result
         else:
-            outs = run_kernel(fn, layer, args)
-        t1 = clock()
-        for i, name in out_names:
-            values[name] = outs[i]
-        add(LayerTiming(layer.name, layer.op_type, kind, (t1 - t0) * 1e3, "cpu-clock",
-                        False, (t0 - t_run) * 1e3))
+            outs = result if type(result) is tuple else (result,)
+            for i, name in out_names:
+                values[name] = outs[i] if i < len(outs) else None
+        mark(t0)
+        mark(clock())
+        if keep:
+            gone = [n for n in gone if n not in keep]
         for n in gone:
-            if n not in keep:
-                values.pop(n, None)
+            values.pop(n, None)
         yield layer
     cpu.flush()
     for name, fut in futures.items():
@@ -78,7 +91,12 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
         else:
             value = values[name]
             fut.set_result(Stored(cpu, value, meta_of(value)))
-    worker._finish_profile(timings, (clock() - t_run) * 1e3)
+    total_ms = (clock() - t_run) * 1e3
+    kind = cpu.type.value
+    timings = [LayerTiming(step[0].name, step[0].op_type, kind, (t1 - t0) * 1e3, "cpu-clock",
+                           False, (t0 - t_run) * 1e3)
+               for step, t0, t1 in zip(steps, marks[::2], marks[1::2])]
+    worker._finish_profile(timings, total_ms)
 
 
 def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Future],

@@ -160,7 +160,8 @@ class Worker:
         return last
 
     def _cpu_steps(self) -> list[tuple]:
-        """Per layer: (layer, kernel fn or None, input names, output names, names whose last
+        """Per layer: (layer, kernel fn or None, input names, output name when the layer has
+        exactly one output else None, (index, name) of its named outputs, names whose last
         use it is): what the CPU run loop needs, derived once."""
         if self._cpu_plan is None:
             dead: list[list[str]] = [[] for _ in self.model.layers]
@@ -170,8 +171,11 @@ class Worker:
             steps = []
             for layer, gone in zip(self.model.layers, dead):
                 kernel = KERNELS.lookup(layer)
-                steps.append((layer, None if kernel is None else kernel.fn, layer.all_inputs(),
-                              [(i, n) for i, n in enumerate(layer.outputs) if n], gone))
+                single = layer.outputs[0] if len(layer.outputs) == 1 and layer.outputs[0] \
+                    else None
+                steps.append((layer, None if kernel is None else kernel.fn,
+                              tuple(layer.all_inputs()), single,
+                              [(i, n) for i, n in enumerate(layer.outputs) if n], tuple(gone)))
             self._cpu_plan = steps
         return self._cpu_plan
 
