@@ -7,7 +7,9 @@ and onnxruntime alternate in one process):
 * ``lstm``: one streaming step of a small speech-style model: two LSTM layers (hidden 64)
   on one frame with the state passed in and out, plus a Gemm head.
 
-Prints median latency and microseconds per layer (total / layers). Usage::
+Prints median latency and microseconds per layer (total / layers), and the CPU run loop's
+own cost per layer: the chain run with every kernel replaced by a pass-through (minimum and
+median over many runs, thread CPU time too, which a busy machine inflates less). Usage::
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python scripts/bench_tiny_layers.py
 """
@@ -16,11 +18,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+# the checkout this script belongs to, not an installed copy
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from engine.backends import BackendType  # noqa: E402
 
 
 def chain_model(layers: int) -> onnx.ModelProto:
@@ -87,13 +94,43 @@ def lstm_model(hidden: int = 64, feat: int = 40, layers: int = 2) -> onnx.ModelP
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def loop_cost(path: str, runs: int = 300) -> tuple[float, float, float, int]:
+    """(min, median wall, median thread CPU) microseconds per layer of ``run_on_cpu`` with
+    pass-through kernels, and the number of layers."""
+    import time
+
+    from engine import ModelLoader, Worker
+    from engine.cli import random_inputs
+    from engine.run_loops import run_on_cpu
+
+    model = ModelLoader.load(path)
+    feeds = random_inputs(model, seed=0)
+    with Worker(model, BackendType.CPU) as worker:
+        steps = worker._cpu_steps()
+        steps[:] = [(st[0], _pass) + tuple(st[2:]) for st in steps]
+        wall, cpu = [], []
+        for k in range(runs + 20):
+            t, c = time.perf_counter(), time.thread_time()
+            for _ in run_on_cpu(worker, feeds, {}, set()):
+                pass
+            if k >= 20:
+                wall.append(time.perf_counter() - t)
+                cpu.append(time.thread_time() - c)
+    n = len(model.layers)
+    return (min(wall) * 1e6 / n, float(np.median(wall)) * 1e6 / n,
+            float(np.median(cpu)) * 1e6 / n, n)
+
+
+def _pass(layer, inputs):
+    return inputs[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    from engine.backends import BackendType
     from engine.bench import _set_cpu_threads, bench_model, format_table
 
     _set_cpu_threads(args.threads)
@@ -110,6 +147,9 @@ def main() -> None:
             print(f"{name:<6} {r['backend']:<12} {r['median_ms'] * 1e3 / n:7.2f} us/layer "
                   f"({n} layers, median {r['median_ms']:.3f} ms)")
     print(format_table(rows))
+    lo, med, cpu, n = loop_cost(os.path.join(tmp, "chain.onnx"))
+    print(f"run loop alone (pass-through kernels, {n} layers): min {lo:.2f} us/layer, "
+          f"median {med:.2f} (thread CPU {cpu:.2f})")
 
 
 if __name__ == "__main__":
