@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from engine.backends import BackendType
-from engine.backends.cpu.interpreter import run_kernel
-from engine.errors import EngineError, KernelError
+from engine.backends.cpu.interpreter import kernel_failure
+from engine.errors import EngineError, KernelError, UnsupportedOpError
 from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
@@ -46,32 +46,49 @@ def meta_of(value: Any) -> Meta:
 
 def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
                keep: set[str]) -> Iterator[Layer]:
-    """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures)."""
+    """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures).
+
+    The loop body is what every layer pays: look up the inputs, call the kernel, store the
+    outputs, drop dead tensors, take two clock readings. Profile records are built after the
+    outputs have been handed over, off the latency path.
+    """
     cpu = worker._cpu
     free_released()
-    steps = worker._cpu_steps()
+    steps = worker._cpu_steps(fused=not keep)
     values: dict[str, Any] = dict(feeds)
     values.update(worker._constants)
-    timings: list[LayerTiming] = []
-    add, clock, kind = timings.append, time.perf_counter, cpu.type.value
+    marks: list[float] = []
+    mark, clock = marks.append, time.perf_counter
     t_run = clock()
     cpu.begin_run()
-    for layer, fn, in_names, out_names, gone in steps:
+    for layer, fn, in_names, single, out_names, gone, absorbed, parts in steps:
         args = [values[n] if n else None for n in in_names]
         t0 = clock()
         if fn is None:  # no kernel: run_layer raises the user-facing error
-            outs = cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
+            cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
+        try:
+            result = fn(layer, args)
+        except (KernelError, UnsupportedOpError):
+            raise
+        except Exception as exc:
+            raise kernel_failure(layer, exc) from exc
+        if parts is not None and result is None:  # the fused kernel declined these inputs
+            for part in parts:
+                _run_step(cpu, part, values)
+        elif single is not None:
+            values[single] = result[0] if type(result) is tuple else result
         else:
-            outs = run_kernel(fn, layer, args)
-        t1 = clock()
-        for i, name in out_names:
-            values[name] = outs[i]
-        add(LayerTiming(layer.name, layer.op_type, kind, (t1 - t0) * 1e3, "cpu-clock",
-                        False, (t0 - t_run) * 1e3))
+            outs = result if type(result) is tuple else (result,)
+            for i, name in out_names:
+                values[name] = outs[i] if i < len(outs) else None
+        mark(t0)
+        mark(clock())
+        if keep:
+            gone = [n for n in gone if n not in keep]
         for n in gone:
-            if n not in keep:
-                values.pop(n, None)
+            values.pop(n, None)
         yield layer
+        yield from absorbed
     cpu.flush()
     for name, fut in futures.items():
         if name not in values:
@@ -79,7 +96,41 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
         else:
             value = values[name]
             fut.set_result(Stored(cpu, value, meta_of(value)))
-    worker._finish_profile(timings, (clock() - t_run) * 1e3)
+    total_ms = (clock() - t_run) * 1e3
+    worker._finish_profile(_cpu_timings(worker, steps, marks, t_run, cpu.type.value),
+                           total_ms)
+
+
+def _run_step(cpu, step, values: dict[str, Any]) -> None:
+    """One unfused step (of a fused one whose kernel declined), outside the timed loop."""
+    layer, fn = step[0], step[1]
+    args = [values[n] if n else None for n in step[2]]
+    try:
+        result = fn(layer, args)
+    except (KernelError, UnsupportedOpError):
+        raise
+    except Exception as exc:
+        raise kernel_failure(layer, exc) from exc
+    outs = result if type(result) is tuple else (result,)
+    for i, name in step[4]:
+        values[name] = outs[i] if i < len(outs) else None
+
+
+def _cpu_timings(worker, steps, marks: list[float], t_run: float, kind: str
+                 ) -> list[LayerTiming]:
+    """Per layer of the model, in its order: a fused step's time goes to its first layer,
+    the layers it absorbed are listed with 0 ms."""
+    timings = []
+    for step, t0, t1 in zip(steps, marks[::2], marks[1::2]):
+        timings.append(LayerTiming(step[0].name, step[0].op_type, kind, (t1 - t0) * 1e3,
+                                   "cpu-clock", False, (t0 - t_run) * 1e3))
+        for layer in step[6]:
+            timings.append(LayerTiming(layer.name, layer.op_type, kind, 0.0, "cpu-clock",
+                                       False, (t1 - t_run) * 1e3))
+    if any(step[6] for step in steps):
+        order = {layer.name: k for k, layer in enumerate(worker.model.layers)}
+        timings.sort(key=lambda t: order.get(t.name, 0))
+    return timings
 
 
 def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Future],

@@ -25,6 +25,7 @@ from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
 from engine.backends.cpu.registry import KERNELS
+from engine.backends.cpu.step_fusion import fuse_steps
 from engine.errors import EngineError
 from engine.input_check import check_inputs
 from engine.model import Layer, Model
@@ -72,7 +73,7 @@ class Worker:
         self._last_use = self._liveness()
         self._constants = {n: v for n, v in model.constants.items()}
         self._const_slots = {n: Slot(meta_of(v), cpu=v) for n, v in model.constants.items()}
-        self._cpu_plan: list[tuple] | None = None
+        self._cpu_plan: dict[bool, list[tuple]] | None = None
         self._last_profile: Profile | None = None
         self._pending_profile: Future | None = None
         self._outputs: dict[str, Tensor] = {}
@@ -181,9 +182,12 @@ class Worker:
             last[o.name] = len(self.model.layers)
         return last
 
-    def _cpu_steps(self) -> list[tuple]:
-        """Per layer: (layer, kernel fn or None, input names, output names, names whose last
-        use it is): what the CPU run loop needs, derived once."""
+    def _cpu_steps(self, fused: bool = True) -> list[tuple]:
+        """Per step: (layer, kernel fn or None, input names, output name when the layer has
+        exactly one output else None, (index, name) of its named outputs, names whose last
+        use it is, layers it absorbed, the steps it replaces or None): what the CPU run loop
+        needs, derived once. ``fused`` plans include the CPU's own fusions (``step_fusion``);
+        runs that capture intermediates use the unfused plan."""
         if self._cpu_plan is None:
             dead: list[list[str]] = [[] for _ in self.model.layers]
             for n, i in self._last_use.items():
@@ -192,10 +196,14 @@ class Worker:
             steps = []
             for layer, gone in zip(self.model.layers, dead):
                 kernel = KERNELS.lookup(layer)
-                steps.append((layer, None if kernel is None else kernel.fn, layer.all_inputs(),
-                              [(i, n) for i, n in enumerate(layer.outputs) if n], gone))
-            self._cpu_plan = steps
-        return self._cpu_plan
+                single = layer.outputs[0] if len(layer.outputs) == 1 and layer.outputs[0] \
+                    else None
+                steps.append((layer, None if kernel is None else kernel.fn,
+                              tuple(layer.all_inputs()), single,
+                              [(i, n) for i, n in enumerate(layer.outputs) if n], tuple(gone)))
+            self._cpu_plan = {False: [st + ((), None) for st in steps],
+                              True: fuse_steps(steps)}
+        return self._cpu_plan[fused]
 
     # -- scheduling -----------------------------------------------------------------------
     def schedule(self, inputs: dict[str, Any] | Any, capture: Capture = None) -> Worker:

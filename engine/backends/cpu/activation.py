@@ -14,6 +14,9 @@ from engine.errors import KernelError
 from engine.model import Layer
 
 ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_TANH = range(7)
+#: only from the CPU plan's own fusions (``step_fusion``): x * sigmoid(x) (SiLU, Sigmoid + Mul)
+#: and x * hardsigmoid(x; p0, p1) (HardSwish, or HardSigmoid + Mul)
+ACT_SILU, ACT_XHARDSIGMOID = 7, 8
 _CODES = {"Relu": ACT_RELU, "LeakyRelu": ACT_LEAKY, "Clip": ACT_CLIP, "Sigmoid": ACT_SIGMOID,
           "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH}
 
@@ -57,6 +60,13 @@ def _act(v, act, p0, p1):
         return min(max(v * p0 + p1, zero), zero + 1)
     if act == ACT_TANH:
         return np.tanh(v)
+    if act == ACT_SILU:
+        if v >= zero:
+            return v / (1 + np.exp(-v))
+        e = np.exp(v)
+        return v * e / (1 + e)
+    if act == ACT_XHARDSIGMOID:
+        return v * min(max(v * p0 + p1, zero), zero + 1)
     return v
 
 
@@ -81,6 +91,29 @@ def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
         else:
             for c in range(c1 - c0):
                 row[c] = _act(row[c] + b, act, p0, p1)
+
+
+@njit(nogil=True, cache=True)
+def bias_res_act_rows(y, bias, act, params, res, post, pparams, r0, r1, c0, c1):
+    """``bias_act_rows`` followed by a residual: ``y = post(act(y + bias) + res)`` on block
+    ``r0:r1, c0:c1``; ``res`` has y's shape, ``pparams`` holds ``post``'s parameters."""
+    p0, p1 = params[0], params[1]
+    q0, q1 = pparams[0], pparams[1]
+    zero = p0 * 0
+    for r in range(r0, r1):
+        b = bias[r] if bias.shape[0] > 0 else zero
+        row = y[r, c0:c1]
+        add = res[r, c0:c1]
+        if act == ACT_NONE and post == ACT_RELU:
+            for c in range(c1 - c0):
+                v = row[c] + b + add[c]
+                row[c] = v if v > zero else zero
+        elif act == ACT_NONE and post == ACT_NONE:
+            for c in range(c1 - c0):
+                row[c] = row[c] + b + add[c]
+        else:
+            for c in range(c1 - c0):
+                row[c] = _act(_act(row[c] + b, act, p0, p1) + add[c], post, q0, q1)
 
 
 def epilogue_fn(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float, float]):

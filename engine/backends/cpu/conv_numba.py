@@ -133,7 +133,8 @@ def col2im(cols, out, g, m0, m1):
 @njit(nogil=True, cache=True, fastmath=True)
 def depthwise2d(x, w, out, g, mult, bias, act, params, m0, m1):
     """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow);
-    ``bias`` (M,) or empty, then the fused activation ``act`` with its two ``params``.
+    ``bias`` (M,) or empty, then the fused activation ``act`` (any ``activation`` code, the
+    CPU plan's SiLU and x * HardSigmoid included) with its two ``params``.
 
     Each channel is copied into a zero-bordered plane split into stride phases
     (``phase[a, b][r, q] = padded[r * sh + a, q * sw + b]``), so every tap becomes one

@@ -25,13 +25,18 @@ def run_kernel(fn, layer: Layer, inputs: list[Any]) -> list[Any]:
     except (KernelError, UnsupportedOpError):
         raise
     except Exception as exc:
-        raise KernelError(f"layer {layer.name!r} ({layer.op_type}) failed: "
-                          f"{type(exc).__name__}: {exc}") from exc
+        raise kernel_failure(layer, exc) from exc
     outs = list(result) if isinstance(result, tuple) else [result]
     n = len(layer.outputs)
     if len(outs) < n:
         outs += [None] * (n - len(outs))
     return outs[:n]
+
+
+def kernel_failure(layer: Layer, exc: Exception) -> KernelError:
+    """The error reported when a kernel raised something other than an engine error."""
+    return KernelError(f"layer {layer.name!r} ({layer.op_type}) failed: "
+                       f"{type(exc).__name__}: {exc}")
 
 
 def run_graph(graph: Graph, feeds: dict[str, Any], outer: dict[str, Any] | None = None

@@ -16,7 +16,14 @@ import threading
 import numpy as np
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import ACT_NONE, activation_of, bias_act_rows, carr, epilogue
+from engine.backends.cpu.activation import (
+    ACT_NONE,
+    activation_of,
+    bias_act_rows,
+    bias_res_act_rows,
+    carr,
+    epilogue,
+)
 from engine.backends.cpu.conv_numba import col2im, depthwise2d, im2col
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
@@ -118,41 +125,74 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
     return plan
 
 
-def _epi(y2d: np.ndarray, b: np.ndarray, plan: _Plan):
-    """Bias + fused activation on a block of ``y2d`` (``fn(r0, r1, c0, c1)``), or None."""
-    if not b.size and plan.act[0] == ACT_NONE:
+class _Fused:
+    """What the CPU plan fused into one Conv call (``step_fusion``): an activation replacing
+    the layer's own, and/or a residual added after it, followed by ``post``."""
+
+    __slots__ = ("act", "params", "res", "post", "pparams")
+
+    def __init__(self, act, res, post, dtype):
+        self.act, self.res, self.post = act, res, post
+        self.params = None if act is None else np.array(act[1:], dtype)
+        self.pparams = np.array(post[1:], dtype)
+
+
+def _epi(y2d: np.ndarray, b: np.ndarray, plan: _Plan, act, params, res2d=None, fz=None):
+    """Bias + activation (+ residual and ``post``) on a block of ``y2d``
+    (``fn(r0, r1, c0, c1)``), or None when there is nothing to do."""
+    if res2d is not None:
+        post, pp = fz.post[0], fz.pparams
+        return lambda r0, r1, c0, c1: bias_res_act_rows(y2d, b, act, params, res2d, post, pp,
+                                                       r0, r1, c0, c1)
+    if not b.size and act == ACT_NONE:
         return None
-    act, params = plan.act[0], plan.params
     return lambda r0, r1, c0, c1: bias_act_rows(y2d, b, act, params, r0, r1, c0, c1)
 
 
 @cpu_kernel("Conv")
 def Conv(layer, inputs):
+    return conv(layer, inputs)
+
+
+def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
+    """Conv; ``act`` (code, p0, p1) overrides the layer's fused activation, and ``res`` (an
+    array of the output's shape) is added after it, followed by the activation ``post``."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+        if act is not None or res is not None:
+            return None  # the caller runs the absorbed layers itself
         return Conv(layer, [None if a is None else a.astype(np.float32)
                             for a in inputs]).astype(np.float16)
     plan = _plan(layer, x, w, bias)
     N, C = x.shape[:2]
     group, Cg, Mg, P = plan.group, plan.Cg, plan.Mg, plan.P
     M = Mg * group
+    fz = None if act is None and res is None else _Fused(act, res, post, x.dtype)
+    a0, params = (plan.act[0], plan.params) if act is None else (act[0], fz.params)
+    res3 = None
+    if res is not None:
+        if res.dtype != x.dtype or res.shape != (N, M, *plan.out_shape):
+            return None  # the caller runs the absorbed layers itself
+        res3 = carr(res).reshape(N, M, P)
     out = np.empty((N, M, *plan.out_shape), x.dtype)
     out3 = out.reshape(N, M, P)
     x = carr(x)
     if plan.kind == "depthwise":
-        gd, w3, b, act0, params = plan.gd, plan.w3, plan.b, plan.act[0], plan.params
+        gd, w3, b = plan.gd, plan.w3, plan.b
         for n in range(N):
             threads.parallel_for(
-                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, act0, params,
+                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, a0, params,
                                                 lo, hi), M, grain=plan.grain)
-        return out
+        return _residual(out, out3, res3, fz)
     K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
     if plan.kind == "pointwise" and group == 1:
         for n in range(N):
             og = out3[n]
-            threads.matmul(w2, x5[n].reshape(Cg, P), og, after=_epi(og, plan.bg[0], plan))
+            threads.matmul(w2, x5[n].reshape(Cg, P), og,
+                           after=_epi(og, plan.bg[0], plan, a0, params,
+                                      None if res3 is None else res3[n], fz))
         return out
     if plan.kind == "pointwise":
         # grouped: one parallel loop over (image, group, column block) products, not a
@@ -168,29 +208,30 @@ def Conv(layer, inputs):
                 og = out3[n, k * Mg:(k + 1) * Mg]
                 np.matmul(w2[k * Mg:(k + 1) * Mg], x3[n, k * Cg:(k + 1) * Cg, c0:c1],
                           out=og[:, c0:c1])
-                epi = _epi(og, plan.bg[k], plan)
+                epi = _epi(og, plan.bg[k], plan, a0, params)
                 if epi is not None:
                     epi(0, Mg, c0, c1)
 
         if N * M * Cg * P >= threads.SPLIT_MIN_FLOPS:
             threads.parallel_for(products, N * group * blocks)
-            return out
+            return _residual(out, out3, res3, fz)
         # small: all groups in one stacked product (NumPy loops over them in C) and one
         # epilogue pass, ~15 us less per layer than a product and epilogue call per group
         wg3 = w2.reshape(group, Mg, Cg)
         for n in range(N):
             np.matmul(wg3, x3[n].reshape(group, Cg, P), out=out3[n].reshape(group, Mg, P))
-            epi = _epi(out3[n], plan.b, plan)
+            epi = _epi(out3[n], plan.b, plan, a0, params)
             if epi is not None:
                 epi(0, M, 0, P)
-        return out
+        return _residual(out, out3, res3, fz)
     ow, rows, per = plan.ow, plan.rows, plan.per
     for n in range(N):
         for k in range(group):
             xg = x5[n, k * Cg:(k + 1) * Cg]
             wg = w2[k * Mg:(k + 1) * Mg]
             og = out3[n, k * Mg:(k + 1) * Mg]
-            epi = _epi(og, plan.bg[k], plan)
+            epi = _epi(og, plan.bg[k], plan, a0, params,
+                       None if res3 is None else res3[n, k * Mg:(k + 1) * Mg], fz)
             if not plan.tiled:
                 cols = _SCRATCH.get((Cg * K, P), x.dtype)
                 threads.parallel_for(
@@ -209,6 +250,20 @@ def Conv(layer, inputs):
                         epi(0, Mg, s0 * ow, s1 * ow)
 
             threads.parallel_for(tile, plan.ntiles)
+    return out
+
+
+def _residual(out: np.ndarray, out3: np.ndarray, res3, fz) -> np.ndarray:
+    """The residual and ``post`` as a pass of their own (paths whose epilogue has none)."""
+    if res3 is not None:
+        empty, none = np.zeros(0, out3.dtype), np.zeros(2, out3.dtype)
+        for n in range(out3.shape[0]):
+            o, r = out3[n], res3[n]
+            threads.parallel_for(
+                lambda lo, hi, o=o, r=r: bias_res_act_rows(o, empty, ACT_NONE, none, r,
+                                                          fz.post[0], fz.pparams, lo, hi, 0,
+                                                          o.shape[1]),
+                o.shape[0], grain=max(1, 16384 // max(1, o.shape[1])))
     return out
 
 

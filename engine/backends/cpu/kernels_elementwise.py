@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy import special
 
 from engine.backends.cpu.activation import relu_into
 from engine.backends.cpu.registry import cpu_kernel
@@ -35,10 +36,14 @@ for _name, _fn in _UNARY.items():
     _register_unary(_name, _fn)
 
 
+#: below this many elements a NumPy ufunc call is cheaper than a Numba dispatch
+SMALL = 4096
+
+
 @cpu_kernel("Relu")
 def Relu(layer, inputs):
     x = inputs[0]
-    if x.dtype in (np.float32, np.float64) and x.flags.c_contiguous:
+    if x.size >= SMALL and x.dtype in (np.float32, np.float64) and x.flags.c_contiguous:
         out = np.empty_like(x)
         relu_into(x.reshape(-1), out.reshape(-1))
         return out
@@ -48,6 +53,8 @@ def Relu(layer, inputs):
 @cpu_kernel("Sigmoid")
 def Sigmoid(layer, inputs):
     x = inputs[0]
+    if x.dtype in (np.float32, np.float64):
+        return special.expit(x)  # one ufunc pass, exact for large |x|
     return _same(x, 1.0 / (1.0 + np.exp(-x)))
 
 

@@ -17,16 +17,26 @@ _HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
 
 
 @njit(nogil=True, cache=True)
-def scale_shift(x, out, scale, shift, r0, r1):
-    """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c] for rows n*C+c in r0:r1."""
+def scale_shift(x, out, scale, shift, relu, r0, r1):
+    """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c] for rows n*C+c in r0:r1,
+    then max(., 0) when ``relu`` (a Relu the CPU plan fused in). Rows are indexed from 0 so
+    the loops vectorise."""
     N, C, S = x.shape
     for r in range(r0, r1):
         n = r // C
         c = r % C
         a = scale[c]
         b = shift[c]
-        for s in range(S):
-            out[n, c, s] = x[n, c, s] * a + b
+        src = x[n, c]
+        dst = out[n, c]
+        if relu:
+            zero = a * 0
+            for s in range(S):
+                v = src[s] * a + b
+                dst[s] = v if v > zero else zero
+        else:
+            for s in range(S):
+                dst[s] = src[s] * a + b
 
 
 def _float(layer, x):
@@ -36,11 +46,24 @@ def _float(layer, x):
 
 @cpu_kernel("BatchNormalization")
 def BatchNormalization(layer, inputs):
+    return batch_norm(layer, inputs)
+
+
+def _scale_shift(gamma, beta, mean, var, eps: float, dtype):
+    scale = gamma.astype(np.float64) / np.sqrt(var + eps)
+    shift = beta.astype(np.float64) - mean * scale
+    return scale.astype(dtype), shift.astype(dtype)
+
+
+def batch_norm(layer, inputs, relu: bool = False):
+    """BatchNormalization, followed by a Relu when ``relu`` (inference form only)."""
     x, gamma, beta, mean, var = inputs[:5]
     _float(layer, x)
     eps = float(layer.attr("epsilon", 1e-5))
     training = bool(layer.attr("training_mode", 0)) and (layer.opset or 99) >= 14
     extra = [o for o in layer.outputs[1:]]
+    if relu and (training or extra):
+        return None  # the caller runs the Relu itself
     if training:
         axes = (0,) + tuple(range(2, x.ndim))
         momentum = float(layer.attr("momentum", 0.9))
@@ -49,15 +72,20 @@ def BatchNormalization(layer, inputs):
         use_mean, use_var = bmean, bvar
         run_mean = (mean * momentum + bmean * (1 - momentum)).astype(mean.dtype)
         run_var = (var * momentum + bvar * (1 - momentum)).astype(var.dtype)
-    else:
-        use_mean, use_var = mean.astype(np.float64), var.astype(np.float64)
-    scale = gamma.astype(np.float64) / np.sqrt(use_var + eps)
-    shift = beta.astype(np.float64) - use_mean * scale
+        sc, sh = _scale_shift(gamma, beta, use_mean, use_var, eps, x.dtype)
+    else:  # statistics are model constants: scale and shift are kept on the layer
+        known = layer.__dict__.get("_cpu_bn")
+        key = (gamma, beta, mean, var, eps, x.dtype)
+        if known is None or known[0][4:] != key[4:] or any(
+                a is not b for a, b in zip(known[0][:4], key[:4])):
+            known = (key, _scale_shift(gamma, beta, mean.astype(np.float64),
+                                  var.astype(np.float64), eps, x.dtype))
+            layer.__dict__["_cpu_bn"] = known
+        sc, sh = known[1]
     N, C = x.shape[:2]
     out = np.empty_like(x, order="C")
     x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
-    sc, sh = scale.astype(x.dtype), shift.astype(x.dtype)
-    parallel_for(lambda lo, hi: scale_shift(x3, o3, sc, sh, lo, hi), N * C,
+    parallel_for(lambda lo, hi: scale_shift(x3, o3, sc, sh, relu, lo, hi), N * C,
                  grain=max(1, 16384 // max(1, x3.shape[2])))
     if training:
         return out, run_mean, run_var

@@ -185,10 +185,14 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
                           f"(got rank {x.ndim})")
     if x.dtype.kind != "f" and not (mode == MAX and x.dtype.kind in "iu"):
         raise KernelError(f"layer {layer.name!r}: {layer.op_type} does not take {x.dtype}")
-    g = conv_geometry(layer, x.shape)
-    explicit_end = tuple(e - c for e, c in zip(g.pads_end, g.ceil_extra))
-    gt = (*_as3d(g.kernel, 1), *_as3d(g.strides, 1), *_as3d(g.dilations, 1),
-          *_as3d(g.pads_begin, 0), *_as3d(explicit_end, 0))
+    known = layer.__dict__.get("_cpu_pool")  # geometry per input shape, kept on the layer
+    if known is None or known[0] != x.shape:
+        g = conv_geometry(layer, x.shape)
+        explicit_end = tuple(e - c for e, c in zip(g.pads_end, g.ceil_extra))
+        known = x.shape, g, (*_as3d(g.kernel, 1), *_as3d(g.strides, 1), *_as3d(
+            g.dilations, 1), *_as3d(g.pads_begin, 0), *_as3d(explicit_end, 0))
+        layer.__dict__["_cpu_pool"] = known
+    g, gt = known[1], known[2]
     N, C = x.shape[:2]
     out = np.empty((N, C, *g.out_shape), x.dtype)
     if g.rank == 2 and mode in (MAX, AVG) and not want_idx and x.dtype.kind == "f":

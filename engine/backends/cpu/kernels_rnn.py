@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.cpu.registry import cpu_kernel
+from engine.backends.cpu.rnn_fast import lstm_fast, lstm_fast_ok
 
 
 def _sigmoid(x):
@@ -181,6 +182,8 @@ def GRU(layer, inputs):
 
 @cpu_kernel("LSTM", since=7)
 def LSTM(layer, inputs):
+    if lstm_fast_ok(layer, inputs):
+        return lstm_fast(layer, inputs)
     n_dir = inputs[1].shape[0]
     hidden = int(layer.attr("hidden_size") or inputs[2].shape[-1])
     p = inputs[7] if len(inputs) > 7 and inputs[7] is not None else None
