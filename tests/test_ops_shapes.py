@@ -223,3 +223,26 @@ def test_recurrent_shape_logic_matches_the_cpu_kernel(op, gates, layout, dirs, r
     got = [m.shape for m in op_for(layer).infer(layer, [Meta.of(x), Meta.of(w), Meta.of(r)])]
     want = [v.shape for v in run_layer(layer, [x, w, r])]
     assert got == want
+
+
+def test_recurrent_state_of_another_batch_is_refused(rng):
+    from engine import EngineError, Worker
+
+    f = TensorProto.FLOAT
+    node = helper.make_node("LSTM", ["x", "w", "r", "", "", "h0"], ["y"], hidden_size=4)
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", f, [3, "batch", 2]),
+         helper.make_tensor_value_info("w", f, [1, 16, 2]),
+         helper.make_tensor_value_info("r", f, [1, 16, 4]),
+         helper.make_tensor_value_info("h0", f, [1, "?", 4])],
+        [helper.make_tensor_value_info("y", f, None)])
+    graph.output[0].type.tensor_type.shape.dim.add().dim_param = "?"
+    model = ModelLoader.load(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 14)]).SerializeToString())
+    feeds = {"x": rng.normal(size=(3, 1, 2)).astype(np.float32),
+             "w": rng.normal(size=(1, 16, 2)).astype(np.float32),
+             "r": rng.normal(size=(1, 16, 4)).astype(np.float32),
+             "h0": rng.normal(size=(1, 2, 4)).astype(np.float32)}
+    with Worker(model, "cpu") as worker, pytest.raises(EngineError, match="initial_h"):
+        worker.schedule(feeds).peek_output().download_to_array()

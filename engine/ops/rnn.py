@@ -29,8 +29,31 @@ class _Recurrent(Op):
         else:
             seq, batch = x.shape[0], x.shape[1]
             y, state = (seq, dirs, batch, hidden), (dirs, batch, hidden)
+        check_recurrent_inputs(layer, [None if m is None else tuple(m.shape) for m in inputs])
         outs = [Meta(y, x.dtype)] + [Meta(state, x.dtype) for _ in range(self.n_states)]
         return outs[:max(1, len(layer.outputs))]
+
+
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def check_recurrent_inputs(layer: Layer, shapes: list[tuple[int, ...] | None]) -> None:
+    """Raise ValueError naming the input when B, initial_h or initial_c do not fit X/W/R
+    (a user's state tensor with another batch size must not be read past its end)."""
+    x, w, r = shapes[0], shapes[1], shapes[2]
+    dirs, hidden = w[0], r[-1]
+    batch = x[0] if layer.attr("layout", 0) else x[1]
+    state = (batch, dirs, hidden) if layer.attr("layout", 0) else (dirs, batch, hidden)
+    gates = _GATES.get(layer.op_type, 1)
+    want = {3: ("B", (dirs, 2 * gates * hidden)), 5: ("initial_h", state),
+            6: ("initial_c", state)}
+    for index, (name, shape) in want.items():
+        if index == 6 and layer.op_type != "LSTM":
+            continue
+        got = shapes[index] if index < len(shapes) else None
+        if got is not None and tuple(got) != shape:
+            raise ValueError(f"{layer.op_type} {name} must have shape {list(shape)} for X "
+                             f"{list(x)}, got {list(got)}")
 
 
 @register_op

@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.rnn_fast import lstm_fast, lstm_fast_ok
+from engine.ops.rnn import check_recurrent_inputs
 
 
 def _sigmoid(x):
@@ -168,11 +169,13 @@ def _lstm_cell(st, d, acts, xw, hs, cs, rb, inputs):
 
 @cpu_kernel("RNN", since=7)
 def RNN(layer, inputs):
+    check_recurrent_inputs(layer, [None if v is None else v.shape for v in inputs])
     return _run(layer, inputs, 1, ["Tanh"], _rnn_cell)
 
 
 @cpu_kernel("GRU", since=7)
 def GRU(layer, inputs):
+    check_recurrent_inputs(layer, [None if v is None else v.shape for v in inputs])
     def cell(st, *args):
         st.linear_before_reset = bool(layer.attr("linear_before_reset", 0))
         return _gru_cell(st, *args)
@@ -182,6 +185,7 @@ def GRU(layer, inputs):
 
 @cpu_kernel("LSTM", since=7)
 def LSTM(layer, inputs):
+    check_recurrent_inputs(layer, [None if v is None else v.shape for v in inputs])
     if lstm_fast_ok(layer, inputs):
         return lstm_fast(layer, inputs)
     n_dir = inputs[1].shape[0]
