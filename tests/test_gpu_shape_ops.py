@@ -208,3 +208,24 @@ def test_mod_int32_signs_on_compute(fmod, rng):
     a = rng.integers(-50, 50, (4, 9)).astype(np.int32)
     b = rng.choice([-7, -3, 2, 5], (9,)).astype(np.int32)
     check(BackendType.GPU_COMPUTE, "Mod", {"a": a, "b": b}, attrs={"fmod": fmod})
+
+
+@backends
+def test_topk_indices_feed_gather(backend, rng):
+    """Detector-style: TopK's indices (on GPU_PIXEL a texture of whole numbers) pick boxes."""
+    from onnx import TensorProto, helper
+
+    from tests.modelgen import model
+    from tests.shape_ops_util import reference
+
+    nodes = [helper.make_node("TopK", ["scores", "k"], ["v", "i"], axis=-1),
+             helper.make_node("Gather", ["boxes", "i"], ["picked"], axis=0)]
+    proto = model(nodes, [("scores", TensorProto.FLOAT, [37]),
+                          ("boxes", TensorProto.FLOAT, [37, 4])],
+                  [("picked", TensorProto.FLOAT, [5, 4]), ("i", TensorProto.INT64, [5])],
+                  initializers=[("k", np.array([5], np.int64))])
+    feeds = {"scores": f32(rng, 37), "boxes": f32(rng, 37, 4)}
+    got = run_native(backend, proto, feeds)
+    want = reference(proto, feeds)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
