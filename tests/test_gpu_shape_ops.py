@@ -117,6 +117,14 @@ def test_scatter_nd(backend, shape, rows, depth, rng):
 
 
 @backends
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_scatter_nd_reductions_with_duplicates(backend, reduction, rng):
+    idx = np.array([[1, 0], [3, -2], [1, 0], [-3, 1]], np.int64)  # rows 0 and 2 repeat
+    check(backend, "ScatterND", {"x": f32(rng, 4, 3, 5), "u": f32(rng, 4, 5)}, {"i": idx},
+          {"reduction": reduction}, order=["x", "i", "u"], rtol=1e-5)
+
+
+@backends
 @pytest.mark.parametrize("shape,k,axis,largest", [
     ((3, 17), 4, -1, 1), ((2, 9, 5), 3, 1, 0), ((30,), 1, 0, 1), ((4, 6, 7), 7, 2, 1),
     ((5, 2, 3), 5, 0, 0)])
