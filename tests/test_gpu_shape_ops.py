@@ -237,3 +237,21 @@ def test_topk_indices_feed_gather(backend, rng):
     want = reference(proto, feeds)
     np.testing.assert_array_equal(got[1], want[1])
     np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("outputs", [["y", "", "inv"], ["y", "mean"]])
+def test_layer_normalization_some_statistics_on_pixel(outputs, rng):
+    from onnx import TensorProto, helper
+
+    from engine import BackendType
+    from tests.modelgen import model
+    from tests.shape_ops_util import reference
+
+    node = helper.make_node("LayerNormalization", ["x", "g"], outputs, axis=-1)
+    stats = [(o, TensorProto.FLOAT, [3, 6, 1]) for o in outputs[1:] if o]
+    proto = model([node], [("x", TensorProto.FLOAT, [3, 6, 10])],
+                  [("y", TensorProto.FLOAT, [3, 6, 10])] + stats,
+                  initializers=[("g", f32(rng, 10))])
+    feeds = {"x": f32(rng, 3, 6, 10)}
+    for g, w in zip(run_native(BackendType.GPU_PIXEL, proto, feeds), reference(proto, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
