@@ -178,9 +178,6 @@ def TopK(be, layer, inputs, in_metas, out_metas):
     largest = int(layer.attr("largest", 1))
     outs = []
     for which, meta in enumerate(out_metas):
-        if which < len(layer.outputs) and not layer.outputs[which]:
-            outs.append(None)  # an omitted output: no pass
-            continue
         ints = [(axis + RANK - rank, largest, which, 0)]
         outs.append(be.run("topk", meta.shape, inputs[:1], ints=ints))
     return outs
