@@ -117,6 +117,14 @@ def test_scatter_nd(backend, shape, rows, depth, rng):
 
 
 @backends
+@pytest.mark.parametrize("reduction", ["add", "mul", "max", "min"])
+def test_scatter_nd_reductions_with_duplicates(backend, reduction, rng):
+    idx = np.array([[1, 0], [3, -2], [1, 0], [-3, 1]], np.int64)  # rows 0 and 2 repeat
+    check(backend, "ScatterND", {"x": f32(rng, 4, 3, 5), "u": f32(rng, 4, 5)}, {"i": idx},
+          {"reduction": reduction}, order=["x", "i", "u"], rtol=1e-5)
+
+
+@backends
 @pytest.mark.parametrize("shape,k,axis,largest", [
     ((3, 17), 4, -1, 1), ((2, 9, 5), 3, 1, 0), ((30,), 1, 0, 1), ((4, 6, 7), 7, 2, 1),
     ((5, 2, 3), 5, 0, 0)])
@@ -208,3 +216,42 @@ def test_mod_int32_signs_on_compute(fmod, rng):
     a = rng.integers(-50, 50, (4, 9)).astype(np.int32)
     b = rng.choice([-7, -3, 2, 5], (9,)).astype(np.int32)
     check(BackendType.GPU_COMPUTE, "Mod", {"a": a, "b": b}, attrs={"fmod": fmod})
+
+
+@backends
+def test_topk_indices_feed_gather(backend, rng):
+    """Detector-style: TopK's indices (on GPU_PIXEL a texture of whole numbers) pick boxes."""
+    from onnx import TensorProto, helper
+
+    from tests.modelgen import model
+    from tests.shape_ops_util import reference
+
+    nodes = [helper.make_node("TopK", ["scores", "k"], ["v", "i"], axis=-1),
+             helper.make_node("Gather", ["boxes", "i"], ["picked"], axis=0)]
+    proto = model(nodes, [("scores", TensorProto.FLOAT, [37]),
+                          ("boxes", TensorProto.FLOAT, [37, 4])],
+                  [("picked", TensorProto.FLOAT, [5, 4]), ("i", TensorProto.INT64, [5])],
+                  initializers=[("k", np.array([5], np.int64))])
+    feeds = {"scores": f32(rng, 37), "boxes": f32(rng, 37, 4)}
+    got = run_native(backend, proto, feeds)
+    want = reference(proto, feeds)
+    np.testing.assert_array_equal(got[1], want[1])
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+@pytest.mark.parametrize("outputs", [["y", "", "inv"], ["y", "mean"]])
+def test_layer_normalization_some_statistics_on_pixel(outputs, rng):
+    from onnx import TensorProto, helper
+
+    from engine import BackendType
+    from tests.modelgen import model
+    from tests.shape_ops_util import reference
+
+    node = helper.make_node("LayerNormalization", ["x", "g"], outputs, axis=-1)
+    stats = [(o, TensorProto.FLOAT, [3, 6, 1]) for o in outputs[1:] if o]
+    proto = model([node], [("x", TensorProto.FLOAT, [3, 6, 10])],
+                  [("y", TensorProto.FLOAT, [3, 6, 10])] + stats,
+                  initializers=[("g", f32(rng, 10))])
+    feeds = {"x": f32(rng, 3, 6, 10)}
+    for g, w in zip(run_native(BackendType.GPU_PIXEL, proto, feeds), reference(proto, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)

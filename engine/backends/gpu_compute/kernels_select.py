@@ -5,14 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.kernels_elementwise import WGSL_TYPE
 from engine.backends.gpu_compute.memory import words_per_element
 from engine.backends.gpu_compute.pipelines import Program
-from engine.backends.gpu_compute.registry import F32, gpu_kernel
+from engine.backends.gpu_compute.registry import F32, concrete, gpu_kernel
 from engine.backends.gpu_compute.util import arr8, contiguous_strides, size_of
 from engine.ops.reduce import topk_params
 
 WG = 256
 INDEX = (np.dtype(np.int32), np.dtype(np.int64))
+#: ScatterND reductions: how an update u folds into the value a
+FOLDS = {"none": "u", "add": "a + u", "mul": "a * u", "max": "max(a, u)", "min": "min(a, u)"}
+FOLD_DTYPES = (np.dtype(np.float32), np.dtype(np.int32))
+#: a folding ScatterND compares every output element with every index row
+SCATTER_MAX_WORK = 1 << 28
 #: TopK picks k elements by k scans of the line; past this k a sort on the CPU is faster
 TOPK_MAX_K = 256
 
@@ -44,18 +50,26 @@ def GatherND(ctx, layer, ins, metas, out_metas):
 
 def _scatter_nd_check(layer, metas):
     reduction = layer.attr("reduction", "none")
-    if reduction != "none":
-        return f"ScatterND with reduction {reduction!r} runs on the CPU (the GPU kernel " \
-               "overwrites, it does not accumulate)"
+    if reduction not in FOLDS:
+        return f"ScatterND reduction {reduction!r} is not supported"
     data, idx, upd = (metas + [None] * 3)[:3]
     if idx is not None and np.dtype(idx.dtype) not in INDEX:
         return f"ScatterND indices must be int32 or int64, got {np.dtype(idx.dtype).name}"
     if data is not None and upd is not None and np.dtype(data.dtype) != np.dtype(upd.dtype):
         return "ScatterND's data and updates have different dtypes"
-    if idx is not None and data is not None and idx.shape:
-        depth = idx.shape[-1]
-        if isinstance(depth, int) and depth > len(data.shape):
-            return f"ScatterND index depth {depth} exceeds the data rank {len(data.shape)}"
+    if idx is None or data is None or not idx.shape:
+        return None
+    depth = idx.shape[-1]
+    if isinstance(depth, int) and depth > len(data.shape):
+        return f"ScatterND index depth {depth} exceeds the data rank {len(data.shape)}"
+    if reduction != "none":
+        if np.dtype(data.dtype) not in FOLD_DTYPES:
+            return (f"ScatterND with reduction {reduction!r} on {np.dtype(data.dtype).name} "
+                    "runs on the CPU (the GPU folds float32 and int32)")
+        if concrete(data) and concrete(idx) and data.size * idx.size > SCATTER_MAX_WORK:
+            return (f"ScatterND with reduction {reduction!r} of {idx.size // max(depth, 1)} "
+                    f"index rows into {data.size} elements is too much work for the GPU "
+                    "kernel, which compares every element with every row")
     return None
 
 
@@ -64,6 +78,9 @@ def ScatterND(ctx, layer, ins, metas, out_metas):
     data, idx = metas[0], metas[1]
     out = out_metas[0]
     y = ctx.tensor(out)
+    reduction = layer.attr("reduction", "none")
+    if reduction != "none":
+        return [_scatter_nd_fold(ctx, ins, data, idx, out, y, FOLDS[reduction])]
     words = words_per_element(out.dtype)
     ctx.copy(ins[0], 0, y, 0, size_of(data.shape) * words * 4)
     depth = idx.shape[-1]
@@ -75,6 +92,21 @@ def ScatterND(ctx, layer, ins, metas, out_metas):
                       *arr8(data.shape[:depth]), *arr8(strides))
         ctx.dispatch(Program.of("scatter_nd.wgsl"), [ins[1], ins[2], y], params, -(-n // WG))
     return [y]
+
+
+def _scatter_nd_fold(ctx, ins, data, idx, out, y, fold: str):
+    n = size_of(data.shape)
+    if n:
+        depth = idx.shape[-1]
+        slice_size = size_of(data.shape[depth:])
+        strides = contiguous_strides(data.shape)[:depth]
+        params = pack(n, max(slice_size, 1), depth, size_of(idx.shape[:-1]),
+                      words_per_element(idx.dtype), 0, 0, 0, *arr8(data.shape[:depth]),
+                      *arr8(strides))
+        program = Program.of("scatter_nd_fold.wgsl", T=WGSL_TYPE[np.dtype(out.dtype).name],
+                             fold=fold)
+        ctx.dispatch(program, [ins[0], ins[1], ins[2], y], params, -(-n // WG))
+    return y
 
 
 def _topk_check(layer, metas):

@@ -77,7 +77,11 @@ def LayerNormalization(be, layer, inputs, in_metas, out_metas):
                  OP="InvStdDev")
     texes = [inputs[0], mean, inv, inputs[1]] + ([inputs[2]] if ints[0][1] else [])
     y = be.run("layernorm", shape, texes, n_tex=5, ints=ints, floats=floats, OP="Apply")
-    outs = [y, mean, inv][:len(out_metas)]
-    for t in (mean, inv)[len(out_metas) - 1:]:
-        be.free(t)
+    outs = [y]
+    for k, t in enumerate((mean, inv), 1):
+        wanted = k < len(out_metas) and k < len(layer.outputs) and layer.outputs[k]
+        if not wanted:
+            be.free(t)
+        if k < len(out_metas):
+            outs.append(t if wanted else None)
     return outs
