@@ -20,7 +20,7 @@ import numpy as np
 
 from engine.backends.base import Backend, BackendType
 from engine.model import Layer, Model
-from engine.ops import op_for
+from engine.ops import cpu_input_indices, op_for
 from engine.ops.base import Meta
 
 log = logging.getLogger(__name__)
@@ -147,6 +147,11 @@ def _place(layer: Layer, ins: list[Meta | None], known: bool, backend: Backend,
     reason = backend.supports(layer, ins)
     if reason is None:
         return Placement(backend_type, USER_GPU if wanted else NATIVE)
+    planning_inputs = cpu_input_indices(layer)
+    if any(i < len(ins) and ins[i] is not None and ins[i].value is None
+           for i in planning_inputs):
+        # a value the check needs (a shape, axes) comes from the inputs: the run decides
+        return Placement(backend_type, USER_GPU if wanted else UNDECIDED)
     return Placement(BackendType.CPU, f"fallback: {reason}")
 
 

@@ -121,3 +121,24 @@ def test_plan_for_given_shapes_without_running(require_gpu):
         reasons = [p.reason for p in big.placement.values() if p.is_fallback]
         assert reasons and all("cannot check" not in r for r in reasons)
         assert any("texture" in r or "limit" in r or "max" in r for r in reasons), reasons
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["gpu-compute", "gpu-pixel"])
+def test_shape_given_as_an_input_is_decided_by_the_run(backend, require_gpu, rng):
+    """Expand's target shape is a graph input: unknown when planning, known when it runs."""
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "s"], ["y"], name="expand")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 1]),
+         helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["?", "?"])])
+    model = ModelLoader.load(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString())
+    with Worker(model, backend) as w:
+        assert not w.placement["expand"].is_fallback
+        for width in (5, 2):
+            x = rng.normal(size=(3, 1)).astype(np.float32)
+            got = w.schedule({"x": x, "s": np.array([3, width], np.int64)}).peek_output()
+            np.testing.assert_array_equal(got.download_to_array(),
+                                          np.broadcast_to(x, (3, width)))
+            assert w.placement["expand"].reason == "native"
