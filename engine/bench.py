@@ -26,9 +26,11 @@ ROUNDS = 4
 SETTLE_S = 0.05
 
 
-def _timed_engine(worker, feeds, out_name) -> float:
+def _timed_engine(worker, feeds, out_name, clock=None) -> float:
     t0 = time.perf_counter()
     worker.schedule(feeds)
+    if clock is not None:
+        clock.caller_s += time.perf_counter() - t0
     worker.peek_output(out_name).download_to_array()
     return (time.perf_counter() - t0) * 1e3
 
@@ -65,8 +67,14 @@ def _model_paths(args) -> list[tuple[str, str]]:
 
 
 def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, threads: int,
-                compare: bool, progress=print) -> list[dict]:
-    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``)."""
+                compare: bool, progress=print, host: bool = False) -> list[dict]:
+    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``).
+
+    ``host``: GPU backends' rows also get ``host_us_per_layer`` (median host time of a run
+    divided by the model's layers, see ``engine.hostclock``) and ``gpu_ms`` (the median sum
+    of the run's GPU timestamps)."""
+    from engine.hostclock import HostClock
+
     from engine import ModelLoader, Worker
     from engine.cli import random_inputs
 
@@ -79,9 +87,12 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
     if compare:
         times["onnxruntime"] = []
     workers = {}
+    clocks: dict[str, HostClock] = {}
     try:
         for b in backends:
             workers[b.value] = Worker(model, b)
+            if host and b is not BackendType.CPU:
+                clocks[b.value] = HostClock(workers[b.value])
             for _ in range(WARMUP_RUNS):
                 _timed_engine(workers[b.value], feeds, out_name)
         for _ in range(WARMUP_RUNS if compare else 0):
@@ -90,7 +101,13 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
         for r in range(rounds):
             count = repeat * (r + 1) // rounds - repeat * r // rounds
             for key, worker in workers.items():
-                times[key] += [_timed_engine(worker, feeds, out_name) for _ in range(count)]
+                clock = clocks.get(key)
+                for _ in range(count):
+                    if clock is not None:
+                        clock.start_run()
+                    times[key].append(_timed_engine(worker, feeds, out_name, clock))
+                    if clock is not None:
+                        clock.end_run()
             if compare:
                 time.sleep(SETTLE_S)
                 for _ in range(count):
@@ -101,15 +118,22 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
     finally:
         for w in workers.values():
             w.close()
-    return [{"model": name, "backend": key, "median_ms": float(np.median(v)),
+    rows = [{"model": name, "backend": key, "median_ms": float(np.median(v)),
              "min_ms": float(np.min(v)), "runs": len(v)} for key, v in times.items()]
+    for r in rows:
+        clock = clocks.get(r["backend"])
+        if clock is not None:
+            r.update(clock.summary(len(model.layers)))
+    return rows
 
 
 def format_table(rows: list[dict]) -> str:
     """A text table with ratios to onnxruntime and their geometric mean per backend."""
     ort = {r["model"]: r["median_ms"] for r in rows if r["backend"] == "onnxruntime"}
+    host = any("host_us_per_layer" in r for r in rows)
     lines = [f"{'model':<14} {'backend':<12} {'median ms':>10} {'min ms':>9} {'runs':>5}"
-             + (f" {'vs ort':>7}" if ort else "")]
+             + (f" {'vs ort':>7}" if ort else "")
+             + (f" {'host us/layer':>14} {'gpu ms':>8} {'ms/gpu':>7}" if host else "")]
     ratios: dict[str, list[float]] = {}
     for r in rows:
         line = (f"{r['model']:<14} {r['backend']:<12} {r['median_ms']:>10.2f} "
@@ -118,6 +142,12 @@ def format_table(rows: list[dict]) -> str:
             ratio = r["median_ms"] / ort[r["model"]]
             ratios.setdefault(r["backend"], []).append(ratio)
             line += f" {ratio:>6.2f}x"
+        elif ort and host:
+            line += " " * 8
+        if "host_us_per_layer" in r:
+            gpu = r.get("gpu_ms") or 0.0
+            line += f" {r['host_us_per_layer']:>14.1f} {gpu:>8.2f}" + (
+                f" {r['median_ms'] / gpu:>6.1f}x" if gpu else f" {'-':>7}")
         lines.append(line)
     for backend, rs in ratios.items():
         geo = math.exp(sum(math.log(x) for x in rs) / len(rs))
@@ -136,7 +166,8 @@ def run_bench(args) -> int:
     compare = args.compare == "onnxruntime"
     rows: list[dict] = []
     for name, path in _model_paths(args):
-        model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare)
+        model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare,
+                                 host=getattr(args, "host", False))
         for r in model_rows:
             print(f"  {r['model']:<14} {r['backend']:<12} median {r['median_ms']:.2f} ms",
                   flush=True)

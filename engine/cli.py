@@ -185,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--repeat", type=int, default=10)
     s.add_argument("--threads", type=int, default=0, help="0: all cores")
     s.add_argument("--json", metavar="FILE")
+    s.add_argument("--host", action="store_true",
+                   help="GPU backends: host us per layer (recording and submitting) and GPU ms")
     s.set_defaults(fn=cmd_bench)
     s = sub.add_parser("ops", help="supported operators per backend")
     s.add_argument("--markdown", action="store_true")
