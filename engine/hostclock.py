@@ -4,6 +4,10 @@ A run's host time is the caller's ``schedule`` call plus the engine thread's tim
 backend's ``begin_run`` to the end of the run loop (its final submit, when the worker asks
 the backend for the run's timestamps), less the time spent waiting for the GPU inside the
 run (readbacks for CPU fallback layers). ``bench --host`` divides it by the model's layers.
+
+Times are the threads' CPU time (``time.thread_time``), not wall time: on a machine shared
+with other work (or with a software GPU on the same cores) wall time mostly measures waiting
+for a core, while the CPU time is the host cost itself.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ class HostClock:
         self._waits = 0.0
         self.host_ms: list[float] = []
         self.gpu_ms: list[float] = []
-        clock = time.perf_counter
+        clock = time.thread_time
         begin, collect, download = backend.begin_run, backend.collect_timings, backend.download
 
         def begin_run():

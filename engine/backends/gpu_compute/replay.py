@@ -1,0 +1,213 @@
+"""Replaying a recorded plan: a run writes its inputs and records prepared dispatches only.
+
+``build`` turns a ``Recorder``'s trace into fixed device state: intermediate tensors get
+buffers from a liveness-planned arena (taken from the backend's pool, kept while the replay
+lives), uploads of values fixed by the signature get their own buffers written once,
+constants are bound where they already live; each dispatch gets its bind group and uniform
+buffer. ``run`` then writes the inputs into their buffers and records every dispatch in as
+few compute passes as the trace allows (copies end a pass), with raw wgpu-native calls.
+
+Per-layer GPU times come from timestamps written inside the passes at layer boundaries
+(``timestamp-query-inside-passes``); without that feature a replay has no GPU times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from concurrent.futures import Future
+
+import numpy as np
+
+from engine.backends.base import BackendType
+from engine.backends.gpu_common import gpu_errors
+from engine.backends.gpu_compute.memory import GpuTensor, storage_bytes
+from engine.profile import LayerTiming
+from engine.tensor import Stored, free_released
+
+try:  # the raw C calls skip wgpu-py's per-call error capture (errors surface at ``end``)
+    from wgpu.backends.wgpu_native._ffi import ffi as _ffi
+    from wgpu.backends.wgpu_native._ffi import lib as _lib
+except ImportError:  # pragma: no cover - another wgpu backend
+    _lib = _ffi = None
+
+#: timestamps a replay may write (one query set)
+MAX_STAMPS = 4096
+INSIDE_PASSES = "timestamp-query-inside-passes"
+
+
+class Replay:
+    """Everything a run of one plan needs that does not depend on the input values."""
+
+    def __init__(self, backend, model, plan):
+        self.backend, self.model = backend, model
+        self.feeds: list[tuple[str, object]] = []  # (input name, buffer)
+        self.outputs: dict[str, tuple[object, int, GpuTensor]] = {}  # (buffer, bytes, like)
+        self.metas: dict[str, object] = {}
+        self.ops: list[tuple] = []  # ("pass", [(pipeline, bind group, groups, stamp)]) | copy
+        self.spans: list[tuple[str, int, int]] = []  # (layer, first stamp, last stamp)
+        self.stamps = 0
+        self.query_set = self.resolve_buf = None
+        self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
+                        is BackendType.CPU else backend.type) for layer in model.layers]
+        self._arena: list = []  # pool allocations held by the replay
+        self._objects: list = []  # bind groups, uniforms, static buffers: kept alive
+
+    def release(self) -> None:
+        """Give the arena back to the pool (the replay is no longer used)."""
+        for alloc in self._arena:
+            self.backend.pool.release(alloc)
+        self._arena.clear()
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, worker, feeds: dict, futures: dict[str, Future]):
+        """The run loop of a replayed plan (a generator yielding each layer, as run_placed)."""
+        backend = self.backend
+        free_released()
+        t_run = time.perf_counter()
+        backend.begin_run()
+        backend.flush()
+        queue = backend.queue
+        with gpu_errors("running a replayed plan"):
+            for name, buf in self.feeds:
+                value = feeds[name]
+                if value.dtype == np.dtype(bool):
+                    value = value.astype(np.uint32)
+                queue.write_buffer(buf, 0, np.ascontiguousarray(value))
+            encoder = backend.device.create_command_encoder()
+            self._record(encoder)
+            outs = {}
+            for name, (buf, nbytes, like) in self.outputs.items():
+                t = GpuTensor(backend.pool.acquire(storage_bytes(self.metas[name])),
+                              like.shape, like.dtype)
+                encoder.copy_buffer_to_buffer(buf, 0, t.buffer, 0, nbytes)
+                outs[name] = t
+            if self.query_set is not None:
+                encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
+            queue.submit([encoder.finish()])
+        for name, fut in futures.items():
+            fut.set_result(Stored(backend, outs[name], self.metas[name]))
+        if self.query_set is not None and backend._timestamps is not None:
+            backend._timestamps.add(self._read_stamps())
+        t_end = time.perf_counter()
+        host_ms = (t_end - t_run) * 1e3 / max(1, len(self.layers))
+        timings = [LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
+                               "cpu-clock (replayed: host share of the run)",
+                               kind is BackendType.CPU, 0.0)
+                   for layer, kind in self.layers]
+        worker._finish_profile(timings, (t_end - t_run) * 1e3)
+        for layer, _ in self.layers:
+            yield layer
+
+    def _record(self, encoder) -> None:
+        raw = _lib is not None
+        null = _ffi.NULL if raw else None
+        qs = self.query_set
+        for op in self.ops:
+            if op[0] == "copy":
+                encoder.copy_buffer_to_buffer(*op[1:])
+                continue
+            cpass = encoder.begin_compute_pass()
+            if raw:
+                p, qsi = cpass._internal, None if qs is None else qs._internal
+                last = None
+                for pipeline, group, (x, y, z), stamp in op[1]:
+                    if stamp >= 0 and qsi is not None:
+                        _lib.wgpuComputePassEncoderWriteTimestamp(p, qsi, stamp)
+                    if pipeline is not last:
+                        _lib.wgpuComputePassEncoderSetPipeline(p, pipeline._internal)
+                        last = pipeline
+                    _lib.wgpuComputePassEncoderSetBindGroup(p, 0, group._internal, 0, null)
+                    _lib.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z)
+                if op[2] >= 0 and qsi is not None:
+                    _lib.wgpuComputePassEncoderWriteTimestamp(p, qsi, op[2])
+            else:
+                for pipeline, group, groups, _ in op[1]:
+                    cpass.set_pipeline(pipeline)
+                    cpass.set_bind_group(0, group)
+                    cpass.dispatch_workgroups(*groups)
+            cpass.end()
+
+    def _read_stamps(self) -> Future:
+        gpu = self.backend.gpu
+        raw = gpu.read_buffer_async(self.resolve_buf, self.stamps * 8, np.dtype(np.uint64),
+                                    (self.stamps,))
+        out: Future = Future()
+        spans = self.spans
+
+        def done(f: Future) -> None:
+            try:
+                stamps = f.result().astype(np.int64)
+                times: dict[str, float] = {}
+                for layer, start, end in spans:
+                    times[layer] = times.get(layer, 0.0) + max(
+                        int(stamps[end]) - int(stamps[start]), 0) * 1e-6
+                out.set_result(times)
+            except Exception as exc:  # delivered to whoever waits on the profile
+                out.set_exception(exc)
+
+        raw.add_done_callback(done)
+        return out
+
+
+class Replays:
+    """A backend's replays by input signature (the most recently used few), the recorder
+    armed for a run, and each signature's status."""
+
+    MAX = 4
+    TRIES = 2
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._by_sig: OrderedDict = OrderedDict()
+        self._tries: dict = {}
+        self.status: dict = {}
+
+    def start(self, worker, plan, feeds: dict, futures: dict, keep: set):
+        from engine.backends.gpu_compute.recording import Recorder
+
+        backend = self.backend
+        backend._rec = None
+        sig = plan.signature
+        if keep or sig is None or not backend.replay or backend._closed:
+            return None
+        replay = self._by_sig.get(sig)
+        if replay is not None:
+            self._by_sig.move_to_end(sig)
+            return replay.run(worker, feeds, futures)
+        if self.status.get(sig, "recording") != "recording":
+            return None  # not replayable: the status says why
+        tries = self._tries[sig] = self._tries.get(sig, 0) + 1
+        if tries > self.TRIES:
+            return None
+        rec = Recorder(worker.model, plan, feeds)
+        if rec.reason:
+            self.status[sig] = rec.reason
+            return None
+        self.status[sig] = "recording"
+        backend._rec, rec.signature = rec, sig
+        return None
+
+    def finish(self, outputs: dict) -> None:
+        from engine.backends.gpu_compute.recording import build
+
+        backend = self.backend
+        rec, backend._rec = backend._rec, None
+        if rec is None:
+            return
+        problem = rec.problem(outputs)
+        if problem:
+            self.status[rec.signature] = problem
+            return
+        self._by_sig[rec.signature] = build(backend, rec, outputs)
+        self.status[rec.signature] = "replayed"
+        while len(self._by_sig) > self.MAX:
+            sig, old = self._by_sig.popitem(last=False)
+            old.release()
+            self.status.pop(sig, None)
+            self._tries.pop(sig, None)
+
+    def clear(self) -> None:
+        for replay in self._by_sig.values():
+            replay.release()
+        self._by_sig.clear()
