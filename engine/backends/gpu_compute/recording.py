@@ -132,9 +132,10 @@ def build(backend, rec: Recorder, outputs: dict):
     for i, ev in enumerate(events):
         for a in _allocs_of(ev):
             aid = id(a)
-            if aid in rec.created and (aid not in rec.uploads or rec.uploads[aid][0]):
+            if aid in rec.created and aid not in out_ids and \
+                    (aid not in rec.uploads or rec.uploads[aid][0]):
                 first.setdefault(aid, -1 if aid in rec.uploads else i)
-                last[aid] = len(events) if aid in out_ids else i
+                last[aid] = i
     buffers = _plan_arena(backend, replay, rec, first, last)
     for aid, (feed, data) in rec.uploads.items():
         alloc = rec.created[aid]
@@ -149,13 +150,24 @@ def build(backend, rec: Recorder, outputs: dict):
                 backend.queue.write_buffer(buf, 0, data)
             replay._objects.append(buf)
             buffers[aid] = buf
+    ring = {}
     for name, slot in outputs.items():
-        replay.outputs[name] = (buffers[id(slot.dev.alloc)], slot.dev.nbytes, slot.dev)
+        replay.outputs[name] = (id(slot.dev.alloc), slot.dev)
         replay.metas[name] = Meta(slot.meta.shape, slot.meta.dtype)
+        ring[id(slot.dev.alloc)] = slot.dev.alloc
     n_dispatch = sum(ev[0] == "dispatch" for ev in events)
     stamping = backend._timestamps is not None and INSIDE_PASSES in backend.gpu.features \
         and 2 * n_dispatch + 1 <= MAX_STAMPS
-    _build_ops(backend, replay, events, buffers, stamping)
+
+    def make_ops(out_allocs: dict) -> list:
+        replay.spans.clear()
+        replay.stamps = 0
+        where = dict(buffers)
+        where.update((aid, a.buffer) for aid, a in out_allocs.items())
+        return _build_ops(backend, replay, events, where, stamping)
+
+    replay.make_ops = make_ops
+    replay.adopt(ring)  # the recorded run's outputs become the first ring slot
     if stamping and replay.stamps:
         wgpu = backend.gpu.wgpu
         with gpu_errors("creating a replay's timestamp queries"):
@@ -200,10 +212,11 @@ def _plan_arena(backend, replay, rec: Recorder, first: dict, last: dict) -> dict
     return buffers
 
 
-def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> None:
+def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> list:
     """Passes of dispatches with their bind groups; copies between passes; stamp indices
     at layer boundaries (shared: one stamp ends a layer and starts the next)."""
-    uniforms: dict[bytes, object] = {}
+    uniforms = replay.uniforms
+    ops: list = []
     current: list = []
     state = {"layer": None, "start": -1}
 
@@ -217,7 +230,7 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
             if stamping:
                 end = stamp()
                 replay.spans.append((state["layer"], state["start"], end))
-            replay.ops.append(("pass", list(current), end))
+            ops.append(("pass", list(current), end))
         current.clear()
         state["layer"] = None
 
@@ -225,7 +238,7 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
         if ev[0] == "copy":
             close_pass()
             _, _, src, so, dst, do, n = ev
-            replay.ops.append(("copy", _buffer(src, buffers), so, _buffer(dst, buffers), do, n))
+            ops.append(("copy", _buffer(src, buffers), so, _buffer(dst, buffers), do, n))
             continue
         if ev[0] != "dispatch":
             continue
@@ -242,7 +255,6 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
                                                     "offset": o, "size": s}}
                         for i, (a, o, s) in enumerate(ranges, 1)]
             group = backend.device.create_bind_group(layout=layout, entries=entries)
-        replay._objects += [group, pipeline]
         mark = -1
         if stamping and layer != state["layer"]:
             mark = stamp()
@@ -251,7 +263,7 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
             state["layer"], state["start"] = layer, mark
         current.append((pipeline, group, groups, mark))
     close_pass()
-    replay._objects += list(uniforms.values())
+    return ops
 
 
 def _buffer(alloc, buffers: dict):

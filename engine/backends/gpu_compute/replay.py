@@ -21,7 +21,7 @@ import numpy as np
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
-from engine.backends.gpu_compute.memory import GpuTensor, storage_bytes
+from engine.backends.gpu_compute.memory import GpuTensor
 from engine.profile import LayerTiming
 from engine.tensor import Stored, free_released
 
@@ -33,6 +33,8 @@ except ImportError:  # pragma: no cover - another wgpu backend
 
 #: timestamps a replay may write (one query set)
 MAX_STAMPS = 4096
+#: output buffer sets a replay keeps (a set is reused once its tensors are released)
+RING = 3
 INSIDE_PASSES = "timestamp-query-inside-passes"
 
 
@@ -42,22 +44,51 @@ class Replay:
     def __init__(self, backend, model, plan):
         self.backend, self.model = backend, model
         self.feeds: list[tuple[str, object]] = []  # (input name, buffer)
-        self.outputs: dict[str, tuple[object, int, GpuTensor]] = {}  # (buffer, bytes, like)
+        self.outputs: dict[str, tuple[int, GpuTensor]] = {}  # (allocation id, recorded)
         self.metas: dict[str, object] = {}
-        self.ops: list[tuple] = []  # ("pass", [(pipeline, bind group, groups, stamp)]) | copy
+        #: output sets: ({allocation id: pool Allocation}, ops writing into them), where
+        #: ops are ("pass", [(pipeline, bind group, groups, stamp)], end stamp) and copies
+        self.ring: list[tuple[dict, list]] = []
+        self.make_ops = None  # {allocation id: Allocation} -> ops (set by recording.build)
+        self.uniforms: dict[bytes, object] = {}
         self.spans: list[tuple[str, int, int]] = []  # (layer, first stamp, last stamp)
         self.stamps = 0
         self.query_set = self.resolve_buf = None
         self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in model.layers]
         self._arena: list = []  # pool allocations held by the replay
-        self._objects: list = []  # bind groups, uniforms, static buffers: kept alive
+        self._objects: list = []  # buffers of fixed values: kept alive
 
     def release(self) -> None:
-        """Give the arena back to the pool (the replay is no longer used)."""
+        """Give the arena and the output sets back to the pool (the replay is dropped)."""
         for alloc in self._arena:
             self.backend.pool.release(alloc)
         self._arena.clear()
+        for allocs, _ in self.ring:
+            for alloc in allocs.values():
+                self.backend.pool.release(alloc)
+        self.ring.clear()
+
+    def adopt(self, allocs: dict) -> tuple[dict, list]:
+        """Add an output set (holding one reference to each allocation) and its ops."""
+        for alloc in allocs.values():
+            alloc.refs += 1
+        self.ring.append((allocs, self.make_ops(allocs)))
+        if len(self.ring) > RING:  # every set is still held by tensors: drop the oldest
+            for alloc in self.ring.pop(0)[0].values():
+                self.backend.pool.release(alloc)
+        return self.ring[-1]
+
+    def _output_set(self) -> tuple[dict, list]:
+        """A set whose previous tensors were all released (only the ring holds them)."""
+        for entry in self.ring:
+            if all(a.refs == 1 for a in entry[0].values()):
+                return entry
+        pool = self.backend.pool
+        allocs = {aid: pool.acquire(t.alloc.size) for aid, t in self.outputs.values()}
+        for alloc in allocs.values():
+            alloc.refs -= 1  # adopt() takes the ring's reference
+        return self.adopt(allocs)
 
     # -- running ----------------------------------------------------------------------------
     def run(self, worker, feeds: dict, futures: dict[str, Future]):
@@ -74,14 +105,14 @@ class Replay:
                 if value.dtype == np.dtype(bool):
                     value = value.astype(np.uint32)
                 queue.write_buffer(buf, 0, np.ascontiguousarray(value))
+            allocs, ops = self._output_set()
             encoder = backend.device.create_command_encoder()
-            self._record(encoder)
+            self._record(encoder, ops)
             outs = {}
-            for name, (buf, nbytes, like) in self.outputs.items():
-                t = GpuTensor(backend.pool.acquire(storage_bytes(self.metas[name])),
-                              like.shape, like.dtype)
-                encoder.copy_buffer_to_buffer(buf, 0, t.buffer, 0, nbytes)
-                outs[name] = t
+            for name, (aid, like) in self.outputs.items():
+                alloc = allocs[aid]
+                alloc.refs += 1  # the output tensor's reference; the ring keeps its own
+                outs[name] = GpuTensor(alloc, like.shape, like.dtype)
             if self.query_set is not None:
                 encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
             queue.submit([encoder.finish()])
@@ -99,11 +130,11 @@ class Replay:
         for layer, _ in self.layers:
             yield layer
 
-    def _record(self, encoder) -> None:
+    def _record(self, encoder, ops: list) -> None:
         raw = _lib is not None
         null = _ffi.NULL if raw else None
         qs = self.query_set
-        for op in self.ops:
+        for op in ops:
             if op[0] == "copy":
                 encoder.copy_buffer_to_buffer(*op[1:])
                 continue
