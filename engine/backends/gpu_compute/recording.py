@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
+from engine.ops import op_for
 from engine.ops.base import Meta
 
 #: CPU layers whose outputs depend only on their inputs' shapes
@@ -55,6 +56,15 @@ def static_tensors(model, placement) -> tuple[set[str], str | None]:
             static.update(o for o in layer.outputs if o)
         else:
             return static, f"CPU layer {layer.name!r} ({layer.op_type}) computes on input values"
+    for layer in model.layers:  # inputs whose values decide a GPU layer's output shapes
+        op = op_for(layer)
+        if placement[layer.name].backend is BackendType.CPU or op is None:
+            continue
+        names = layer.all_inputs()
+        for i in op.cpu_inputs:
+            if i < len(names) and names[i] and names[i] not in static:
+                return static, (f"layer {layer.name!r} ({layer.op_type}) takes its shape from "
+                                f"the value of {names[i]!r}")
     return static, None
 
 
