@@ -8,7 +8,11 @@ buffer. ``run`` then writes the inputs into their buffers and records every disp
 few compute passes as the trace allows (copies end a pass), with raw wgpu-native calls.
 
 Per-layer GPU times come from timestamps written inside the passes at layer boundaries
-(``timestamp-query-inside-passes``); without that feature a replay has no GPU times.
+(``timestamp-query-inside-passes``), sampled: reading stamps back costs the host more than
+recording the whole run, so the first replayed run and then every ``SAMPLE_EVERY``-th one
+write and read them (the profile's total is then the latency until the GPU finished). The
+other runs' profiles repeat the last sampled GPU times, with a source that says so, and
+their total is the host time of the run. Without the feature a replay has no GPU times.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ MAX_STAMPS = 4096
 #: output buffer sets a replay keeps (a set is reused once its tensors are released)
 RING = 3
 INSIDE_PASSES = "timestamp-query-inside-passes"
+#: replayed runs between two that read per-layer timestamps
+SAMPLE_EVERY = 10
+SAMPLED = "gpu-timestamp (sampled from an earlier replayed run)"
 
 
 class Replay:
@@ -54,6 +61,9 @@ class Replay:
         self.spans: list[tuple[str, int, int]] = []  # (layer, first stamp, last stamp)
         self.stamps = 0
         self.query_set = self.resolve_buf = None
+        self.last_times: dict[str, float] | None = None  # GPU ms of the last sampled run
+        self._since_sample = SAMPLE_EVERY
+        self._reading: Future | None = None
         self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in model.layers]
         self._arena: list = []  # pool allocations held by the replay
@@ -106,23 +116,28 @@ class Replay:
                     value = value.astype(np.uint32)
                 queue.write_buffer(buf, 0, np.ascontiguousarray(value))
             allocs, ops = self._output_set()
+            sample = self._sample_now()
             encoder = backend.device.create_command_encoder()
-            self._record(encoder, ops)
+            self._record(encoder, ops, sample)
             outs = {}
             for name, (aid, like) in self.outputs.items():
                 alloc = allocs[aid]
                 alloc.refs += 1  # the output tensor's reference; the ring keeps its own
                 outs[name] = GpuTensor(alloc, like.shape, like.dtype)
-            if self.query_set is not None:
+            if sample:
                 encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
             queue.submit([encoder.finish()])
         for name, fut in futures.items():
             fut.set_result(Stored(backend, outs[name], self.metas[name]))
-        if self.query_set is not None and backend._timestamps is not None:
-            backend._timestamps.add(self._read_stamps())
+        if sample:
+            self._reading = self._read_stamps()
+            backend._timestamps.add(self._reading)
         t_end = time.perf_counter()
         host_ms = (t_end - t_run) * 1e3 / max(1, len(self.layers))
-        timings = [LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
+        gpu = self.last_times or {}
+        timings = [LayerTiming(layer.name, layer.op_type, kind.value, gpu[layer.name], SAMPLED)
+                   if layer.name in gpu else
+                   LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
                                "cpu-clock (replayed: host share of the run)",
                                kind is BackendType.CPU, 0.0)
                    for layer, kind in self.layers]
@@ -130,10 +145,20 @@ class Replay:
         for layer, _ in self.layers:
             yield layer
 
-    def _record(self, encoder, ops: list) -> None:
+    def _sample_now(self) -> bool:
+        """Whether this run writes and reads per-layer timestamps."""
+        self._since_sample += 1
+        if self.query_set is None or self.backend._timestamps is None or \
+                self._since_sample < SAMPLE_EVERY or \
+                (self._reading is not None and not self._reading.done()):
+            return False
+        self._since_sample = 0
+        return True
+
+    def _record(self, encoder, ops: list, sample: bool) -> None:
         raw = _lib is not None
         null = _ffi.NULL if raw else None
-        qs = self.query_set
+        qs = self.query_set if sample else None
         for op in ops:
             if op[0] == "copy":
                 encoder.copy_buffer_to_buffer(*op[1:])
@@ -173,6 +198,7 @@ class Replay:
                 for layer, start, end in spans:
                     times[layer] = times.get(layer, 0.0) + max(
                         int(stamps[end]) - int(stamps[start]), 0) * 1e-6
+                self.last_times = times
                 out.set_result(times)
             except Exception as exc:  # delivered to whoever waits on the profile
                 out.set_exception(exc)
