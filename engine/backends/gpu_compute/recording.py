@@ -77,6 +77,8 @@ class Recorder:
         self.gpu_layers = sum(p.backend is not BackendType.CPU
                               for p in plan.placement.values())
         self.feeds = {id(v): n for n, v in feeds.items()}
+        if len(self.feeds) < len(feeds) and not self.reason:
+            self.reason = "two inputs were given the same array"
         self.events: list[tuple] = []
         self.created: dict[int, object] = {}  # id -> Allocation, made during the run
         self.keep: list = []  # every allocation seen (ids stay unique while recording)

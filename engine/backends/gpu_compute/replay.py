@@ -114,7 +114,8 @@ class Replay:
                 value = feeds[name]
                 if value.dtype == np.dtype(bool):
                     value = value.astype(np.uint32)
-                queue.write_buffer(buf, 0, np.ascontiguousarray(value))
+                if value.nbytes:
+                    queue.write_buffer(buf, 0, np.ascontiguousarray(value))
             allocs, ops = self._output_set()
             sample = self._sample_now()
             encoder = backend.device.create_command_encoder()
