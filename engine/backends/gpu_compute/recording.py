@@ -25,23 +25,25 @@ SHAPE_OPS = ("Shape", "Size")
 
 
 class WatchedMeta(Meta):
-    """A Meta whose ``value`` reports that it was read (kernels taking host values)."""
+    """A Meta whose ``value`` reports that it was read (kernels taking host values).
 
-    def __init__(self, meta: Meta, name: str, hits: list[str]):
-        object.__setattr__(self, "shape", meta.shape)
-        object.__setattr__(self, "dtype", meta.dtype)
-        object.__setattr__(self, "_inner", meta)
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_hits", hits)
+    Constructed like a Meta (kernels make metas with ``type(m)(shape, dtype)``) it watches
+    nothing."""
+
+    def __init__(self, shape, dtype, value=None, name: str | None = None,
+                 hits: list[str] | None = None):
+        self.shape, self.dtype = shape, dtype
+        self.__dict__.update(_value=value, _name=name, _hits=hits)
 
     @property
     def value(self):
-        self._hits.append(self._name)
-        return self._inner.value
+        if self._hits is not None:
+            self._hits.append(self._name)
+        return self.__dict__["_value"]
 
     @value.setter
     def value(self, v):
-        object.__setattr__(self._inner, "value", v)
+        self.__dict__["_value"] = v
 
 
 def static_tensors(model, placement) -> tuple[set[str], str | None]:
@@ -109,7 +111,7 @@ class Recorder:
         """``metas`` with non-static host values wrapped to detect kernels reading them."""
         self.layers_run += 1
         names = layer.all_inputs()
-        return [WatchedMeta(m, n, self.hits)
+        return [WatchedMeta(m.shape, m.dtype, m.value, n, self.hits)
                 if m is not None and m.value is not None and n not in self.static else m
                 for n, m in zip(names, metas)]
 
