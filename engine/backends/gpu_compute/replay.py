@@ -210,15 +210,20 @@ class Replay:
 
 class Replays:
     """A backend's replays by input signature (the most recently used few), the recorder
-    armed for a run, and each signature's status."""
+    armed for a run, and each signature's status.
+
+    A signature's second run is recorded (a model run once, as in a conformance case or a
+    ``compare``, never pays for building a replay; the first run also uploads constants).
+    """
 
     MAX = 4
-    TRIES = 2
+    #: the run of a signature that is recorded, and the last one tried when recording fails
+    RECORD_AT, LAST_TRY = 2, 3
 
     def __init__(self, backend):
         self.backend = backend
         self._by_sig: OrderedDict = OrderedDict()
-        self._tries: dict = {}
+        self._runs: dict = {}
         self.status: dict = {}
 
     def start(self, worker, plan, feeds: dict, futures: dict, keep: set):
@@ -235,8 +240,8 @@ class Replays:
             return replay.run(worker, feeds, futures)
         if self.status.get(sig, "recording") != "recording":
             return None  # not replayable: the status says why
-        tries = self._tries[sig] = self._tries.get(sig, 0) + 1
-        if tries > self.TRIES:
+        runs = self._runs[sig] = self._runs.get(sig, 0) + 1
+        if not self.RECORD_AT <= runs <= self.LAST_TRY:
             return None
         rec = Recorder(worker.model, plan, feeds)
         if rec.reason:
@@ -263,7 +268,7 @@ class Replays:
             sig, old = self._by_sig.popitem(last=False)
             old.release()
             self.status.pop(sig, None)
-            self._tries.pop(sig, None)
+            self._runs.pop(sig, None)
 
     def clear(self) -> None:
         for replay in self._by_sig.values():
