@@ -173,3 +173,19 @@ def test_sampled_runs_report_in_pass_timestamps(rng, monkeypatch):
             assert gpu and all(t.ms >= 0 for t in gpu)
             assert profile.total_ms >= sum(t.ms for t in gpu) * 0.5
         assert _status(worker) == "replayed"
+
+
+def test_copies_replay_inside_one_pass(rng):
+    """Concat records buffer copies; a replay turns them into shader copies in the pass."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Sigmoid", ["x"], ["b"]),
+             helper.make_node("Concat", ["a", "b", "x"], ["c"], axis=0),
+             helper.make_node("Tanh", ["c"], ["y"])]
+    proto = model(nodes, [("x", F, [5, 7])], [("y", F, [15, 7])])
+    m = ModelLoader.from_proto(proto)
+    with Worker(m, GPU) as worker:
+        for _ in range(4):
+            x = rng.standard_normal((5, 7)).astype(np.float32)
+            np.testing.assert_allclose(_run(worker, {"x": x}), ort_run(proto, {"x": x})[0],
+                                       rtol=1e-6)
+        (rep,) = worker._backend._replays._by_sig.values()
+        assert [op[0] for op in rep.ring[0][1]] == ["pass"]

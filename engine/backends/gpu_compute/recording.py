@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
+from engine.backends.gpu_compute.pipelines import Program
 from engine.ops import op_for
 from engine.ops.base import Meta
 
@@ -249,6 +250,8 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
         state["layer"] = None
 
     for ev in events:
+        if ev[0] == "copy" and _buffer(ev[2], buffers) is not _buffer(ev[4], buffers):
+            ev = _copy_as_dispatch(ev)  # a shader copy keeps the pass going
         if ev[0] == "copy":
             close_pass()
             _, _, src, so, dst, do, n = ev
@@ -278,6 +281,21 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
         current.append((pipeline, group, groups, mark))
     close_pass()
     return ops
+
+
+def _copy_as_dispatch(ev: tuple) -> tuple:
+    """A recorded buffer copy as a dispatch of the strided-copy shader (whole words)."""
+    from engine.backends.gpu_compute.backend import groups_for, pack
+    from engine.backends.gpu_compute.util import arr8
+
+    _, layer, src, so, dst, do, nbytes = ev
+    words = nbytes // 4
+    chunks = -(-words // 64)
+    params = pack(chunks, 1, so // 4, do // 4, words, chunks, 0, 0, *arr8([words]),
+                  *arr8([1]), *arr8([1]), *arr8([words]))
+    ranges = [(src, 0, src.size), (dst, 0, dst.size)]
+    return ("dispatch", layer, Program.of("copy.wgsl", W=1), ranges, params,
+            groups_for(-(-chunks // 64)))
 
 
 def _buffer(alloc, buffers: dict):
