@@ -6,6 +6,9 @@ engine and of onnxruntime alternate in a few blocks, so a load change on a share
 hits both sides alike and the ratio stays meaningful; blocks rather than single runs keep
 onnxruntime's spinning pool threads from eating into the engine's runs. onnxruntime is a
 yardstick only: it never computes an engine result.
+
+``--host`` adds, for GPU backends, the host µs per layer (``engine.hostclock``: recording and
+submitting a run, the GPU excluded) and the summed GPU timestamps beside the latency.
 """
 
 from __future__ import annotations
