@@ -189,3 +189,16 @@ def test_copies_replay_inside_one_pass(rng):
                                        rtol=1e-6)
         (rep,) = worker._backend._replays._by_sig.values()
         assert [op[0] for op in rep.ring[0][1]] == ["pass"]
+
+
+def test_bench_host_reports_host_cost(tmp_path):
+    from engine.bench import bench_model, format_table
+
+    path = str(tmp_path / "enc.onnx")
+    import onnx
+
+    onnx.save(_builders().encoder_small(seq=8), path)
+    rows = bench_model("enc", path, [GPU], repeat=3, threads=1, compare=False, host=True)
+    (row,) = rows
+    assert row["host_us_per_layer"] > 0 and row["gpu_ms"] > 0, row
+    assert "host us/layer" in format_table(rows)
