@@ -8,6 +8,7 @@ import importlib.util
 import os
 
 import numpy as np
+import onnx
 import pytest
 from modelgen import I64, F, model, ort_run
 from onnx import helper
@@ -195,8 +196,6 @@ def test_bench_host_reports_host_cost(tmp_path):
     from engine.bench import bench_model, format_table
 
     path = str(tmp_path / "enc.onnx")
-    import onnx
-
     onnx.save(_builders().encoder_small(seq=8), path)
     rows = bench_model("enc", path, [GPU], repeat=3, threads=1, compare=False, host=True)
     (row,) = rows
