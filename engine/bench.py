@@ -6,6 +6,9 @@ engine and of onnxruntime alternate in a few blocks, so a load change on a share
 hits both sides alike and the ratio stays meaningful; blocks rather than single runs keep
 onnxruntime's spinning pool threads from eating into the engine's runs. onnxruntime is a
 yardstick only: it never computes an engine result.
+
+``--host`` adds, for GPU backends, the host µs per layer (``engine.hostclock``: recording and
+submitting a run, the GPU excluded) and the summed GPU timestamps beside the latency.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ ROUNDS = 4
 SETTLE_S = 0.05
 
 
-def _timed_engine(worker, feeds, out_name) -> float:
-    t0 = time.perf_counter()
+def _timed_engine(worker, feeds, out_name, clock=None) -> float:
+    t0, c0 = time.perf_counter(), time.thread_time()
     worker.schedule(feeds)
+    if clock is not None:
+        clock.caller_s += time.thread_time() - c0
     worker.peek_output(out_name).download_to_array()
     return (time.perf_counter() - t0) * 1e3
 
@@ -85,13 +90,17 @@ def _model_paths(args) -> list[tuple[str, str, dict | None]]:
 
 
 def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, threads: int,
-                compare: bool, progress=print, feeds: dict | None = None) -> list[dict]:
+                compare: bool, progress=print, feeds: dict | None = None,
+                host: bool = False) -> list[dict]:
     """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``).
 
-    ``feeds`` are the inputs to time (seeded random ones when None).
-    """
+    ``feeds`` are the inputs to time (seeded random ones when None). ``host``: GPU backends'
+    rows also get ``host_us_per_layer`` (median host time of a run divided by the model's
+    layers, see ``engine.hostclock``) and ``gpu_ms`` (the median sum of the run's GPU
+    timestamps)."""
     from engine import ModelLoader, Worker
     from engine.cli import random_inputs
+    from engine.hostclock import HostClock
 
     model = ModelLoader.load(path)
     if feeds is None:
@@ -103,9 +112,12 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
     if compare:
         times["onnxruntime"] = []
     workers = {}
+    clocks: dict[str, HostClock] = {}
     try:
         for b in backends:
             workers[b.value] = Worker(model, b)
+            if host and b is not BackendType.CPU:
+                clocks[b.value] = HostClock(workers[b.value])
             for _ in range(WARMUP_RUNS):
                 _timed_engine(workers[b.value], feeds, out_name)
         for _ in range(WARMUP_RUNS if compare else 0):
@@ -114,7 +126,13 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
         for r in range(rounds):
             count = repeat * (r + 1) // rounds - repeat * r // rounds
             for key, worker in workers.items():
-                times[key] += [_timed_engine(worker, feeds, out_name) for _ in range(count)]
+                clock = clocks.get(key)
+                for _ in range(count):
+                    if clock is not None:
+                        clock.start_run()
+                    times[key].append(_timed_engine(worker, feeds, out_name, clock))
+                    if clock is not None:
+                        clock.end_run()
             if compare:
                 time.sleep(SETTLE_S)
                 for _ in range(count):
@@ -125,8 +143,13 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
     finally:
         for w in workers.values():
             w.close()
-    return [{"model": name, "backend": key, "median_ms": float(np.median(v)),
+    rows = [{"model": name, "backend": key, "median_ms": float(np.median(v)),
              "min_ms": float(np.min(v)), "runs": len(v)} for key, v in times.items()]
+    for r in rows:
+        clock = clocks.get(r["backend"])
+        if clock is not None:
+            r.update(clock.summary(len(model.layers)))
+    return rows
 
 
 def format_table(rows: list[dict]) -> str:
@@ -134,7 +157,9 @@ def format_table(rows: list[dict]) -> str:
     from engine.cli_util import table
 
     ort = {r["model"]: r["median_ms"] for r in rows if r["backend"] == "onnxruntime"}
+    host = any("host_us_per_layer" in r for r in rows)
     header = ["model", "backend", "median ms", "min ms", "runs"] + (["vs ort"] if ort else [])
+    header += ["host us/layer", "gpu ms", "ms/gpu"] if host else []
     cells = []
     ratios: dict[str, list[float]] = {}
     for r in rows:
@@ -146,8 +171,15 @@ def format_table(rows: list[dict]) -> str:
             ratio = r["median_ms"] / ort[r["model"]]
             ratios.setdefault(r["backend"], []).append(ratio)
             line[-1] = f"{ratio:.2f}x"
+        if host:
+            gpu = r.get("gpu_ms") or 0.0
+            if "host_us_per_layer" in r:
+                line += [f"{r['host_us_per_layer']:.1f}", f"{gpu:.2f}",
+                         f"{r['median_ms'] / gpu:.1f}x" if gpu else "-"]
+            else:
+                line += ["", "", ""]
         cells.append(line)
-    lines = [table(header, cells, right={2, 3, 4, 5})]
+    lines = [table(header, cells, right=set(range(2, len(header))))]
     for backend, rs in ratios.items():
         geo = math.exp(sum(math.log(x) for x in rs) / len(rs))
         lines.append(f"geometric mean of median ratios, {backend} / onnxruntime: {geo:.2f}x "
@@ -166,7 +198,7 @@ def run_bench(args) -> int:
     rows: list[dict] = []
     for name, path, feeds in _model_paths(args):
         model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare,
-                                 feeds=feeds)
+                                 feeds=feeds, host=getattr(args, "host", False))
         for r in model_rows:
             print(f"  {r['model']:<16} {r['backend']:<12} median {r['median_ms']:.2f} ms",
                   flush=True)

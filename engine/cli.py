@@ -221,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--repeat", type=int, default=10, help="timed runs per backend (default 10)")
     s.add_argument("--threads", type=int, default=0, help="0: all cores")
     s.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    s.add_argument("--host", action="store_true",
+                   help="GPU backends: host us per layer (recording and submitting) and GPU ms")
     s.set_defaults(fn=cmd_bench)
     s = sub.add_parser("ops", help="supported operators per backend",
                        description="The ONNX operators each backend runs natively (generated "

@@ -135,8 +135,14 @@ def _cpu_timings(worker, steps, marks: list[float], t_run: float, kind: str
 
 def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Future],
                keep: set[str]) -> Iterator[Layer]:
-    """Run ``plan`` on the worker's GPU backend with CPU fallback per layer."""
+    """Run ``plan`` on the worker's GPU backend with CPU fallback per layer (or the
+    backend's replay of the plan, where it has one)."""
     backend, cpu = worker._backend, worker._cpu
+    replay = getattr(backend, "replay_run", None)
+    fast = None if replay is None else replay(worker, plan, feeds, futures, keep)
+    if fast is not None:
+        yield from fast
+        return
     free_released()
     slots: dict[str, Slot] = {n: Slot(meta_of(v), cpu=v) for n, v in feeds.items()}
     consts = worker._const_slots
@@ -195,6 +201,8 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
             else:
                 fut.set_result(Stored(cpu, slot.cpu, slot.meta))
         handed_over = True
+        if replay is not None:
+            backend.end_run({n: slots.get(n) for n in futures})
     finally:
         if not handed_over:  # failed or abandoned: free what this run allocated
             _free_all(backend, slots, consts)

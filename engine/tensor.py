@@ -104,6 +104,7 @@ class Tensor:
             return
         result: Future = Future()
         self._readback = result
+        name = self.name  # (the callbacks must not hold the tensor: a cycle delays its free)
 
         def start(stored_future: Future) -> None:
             exc = stored_future.exception()
@@ -113,7 +114,7 @@ class Tensor:
             stored: Stored = stored_future.result()
             if getattr(stored.backend, "closed", False):
                 result.set_exception(EngineError(
-                    f"tensor {self.name!r} cannot be read: the worker that computed it is "
+                    f"tensor {name!r} cannot be read: the worker that computed it is "
                     "closed and its data was released"))
                 return
             try:

@@ -20,6 +20,7 @@ from engine.backends.gpu_common import get_device, gpu_errors
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
 from engine.backends.gpu_compute.registry import KERNELS, LIMITS
+from engine.backends.gpu_compute.replay import Replays
 from engine.backends.gpu_compute.timestamps import Timestamps
 from engine.errors import BackendUnavailableError, GPUError, KernelError
 from engine.model import Layer
@@ -53,10 +54,12 @@ class GpuComputeBackend(Backend):
     kernels = KERNELS
 
     def __init__(self, adapter: str | None = None, timestamps: bool = True,
-                 max_binding: int | None = None):
+                 max_binding: int | None = None, replay: bool | None = None):
         """``adapter``: substring of the adapter name (default: ``ENGINE_GPU_ADAPTER``, else
         high-performance first); ``max_binding``: lower the storage-binding limit (to plan
-        for a smaller GPU); ``timestamps``: per-layer GPU timing where the adapter has it."""
+        for a smaller GPU); ``timestamps``: per-layer GPU timing where the adapter has it;
+        ``replay``: record a plan's dispatches once and replay them in later runs of its
+        input signature (default on; ``ENGINE_GPU_REPLAY=0`` turns it off)."""
         try:
             self.gpu = get_device(adapter)
         except BackendUnavailableError as exc:
@@ -89,6 +92,10 @@ class GpuComputeBackend(Backend):
         self._constants: dict[str, np.ndarray] = {}
         self._layer: str | None = None
         self._dry = None  # a planning.DryRun while prepare() walks the plan
+        self._rec = None  # a recording.Recorder while a run is recorded for replay
+        self.replay = replay if replay is not None else \
+            os.environ.get("ENGINE_GPU_REPLAY", "1") != "0"
+        self._replays = Replays(self)
         self._closed = False
         #: peak device bytes of the plan (estimated by ``prepare``, then measured by runs)
         self.peak_memory_bytes: int | None = None
@@ -101,8 +108,10 @@ class GpuComputeBackend(Backend):
     def tensor(self, meta: Meta) -> GpuTensor:
         """A new device tensor for ``meta`` (from the pool)."""
         pool = self.pool if self._dry is None else self._dry.pool
-        return GpuTensor(pool.acquire(storage_bytes(meta)), tuple(meta.shape),
-                         np.dtype(meta.dtype))
+        alloc = pool.acquire(storage_bytes(meta))
+        if self._rec is not None and self._dry is None:
+            self._rec.allocated(alloc)
+        return GpuTensor(alloc, tuple(meta.shape), np.dtype(meta.dtype))
 
     def view(self, src: GpuTensor, shape: tuple[int, ...], dtype=None) -> GpuTensor:
         """A tensor sharing ``src``'s buffer (Reshape and friends move no data)."""
@@ -116,6 +125,8 @@ class GpuComputeBackend(Backend):
         t = self.tensor(Meta.of(array))
         if data.nbytes == 0 or self._dry is not None:
             return t
+        if self._rec is not None:
+            self._rec.uploaded(t.alloc, array, data)
         with gpu_errors("uploading a tensor"):
             if self._encoder is not None:
                 # keeps the order with work already recorded into the open encoder
@@ -200,6 +211,8 @@ class GpuComputeBackend(Backend):
             raise KernelError(f"layer {self._layer!r}: dispatch {groups} exceeds the adapter's "
                               f"{MAX_GROUPS} workgroups per dimension")
         pipeline, layout = self.pipelines.get(program)
+        if self._rec is not None:
+            self._rec.dispatched(program, [_alloc_range(b) for b in bindings], params, groups)
         ubuf = self._uniform(params)
         ranges = [_range(b) for b in bindings]
         key = (program, id(ubuf), tuple((id(b), o, s) for b, o, s in ranges))
@@ -228,6 +241,8 @@ class GpuComputeBackend(Backend):
         """Record a buffer-to-buffer copy (byte offsets and size multiples of 4)."""
         if self._dry is not None or nbytes == 0:
             return
+        if self._rec is not None:
+            self._rec.copied(src.alloc, src_offset, dst.alloc, dst_offset, nbytes)
         with gpu_errors(f"recording a copy for layer {self._layer!r}"):
             self._open_encoder().copy_buffer_to_buffer(src.buffer, src_offset, dst.buffer,
                                                        dst_offset, nbytes)
@@ -253,6 +268,9 @@ class GpuComputeBackend(Backend):
         if kernel is None:
             raise KernelError(f"layer {layer.name!r}: GPU_COMPUTE has no {layer.op_type} kernel")
         self._layer = layer.name
+        if self._rec is not None:
+            in_metas = self._rec.watch(layer, in_metas)
+            self._rec.layer = layer.name
         try:
             outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
         except (GPUError, KernelError):
@@ -277,6 +295,21 @@ class GpuComputeBackend(Backend):
         if resolved is not None:
             self._timestamps.read(resolved)
 
+    # -- replay -----------------------------------------------------------------------------
+    @property
+    def replay_status(self) -> dict:
+        """{input signature: "replayed" | "recording" | why the plan is not replayed}."""
+        return self._replays.status
+
+    def replay_run(self, worker, plan, feeds: dict, futures: dict, keep: set):
+        """The run loop of a replayed ``plan``, or None: the worker runs its normal loop
+        (which this call may have armed to record the run for the next ones)."""
+        return self._replays.start(worker, plan, feeds, futures, keep)
+
+    def end_run(self, outputs: dict) -> None:
+        """A normal run handed its outputs over (``outputs``: {name: Slot})."""
+        self._replays.finish(outputs)
+
     def collect_timings(self) -> Future | None:
         """A future of {layer: GPU ms} resolved when the run's timestamps are read back."""
         return self._timestamps.collect() if self._timestamps else None
@@ -296,12 +329,21 @@ class GpuComputeBackend(Backend):
             return
         self.flush()
         self._closed = True
+        self._rec = None
+        self._replays.clear()
         self._bind_groups.clear()
         self._packed.clear()
         for buf in self._uniforms.values():
             buf.destroy()
         self._uniforms.clear()
         self.pool.destroy_all()
+
+
+def _alloc_range(binding) -> tuple[Any, int, int]:
+    if isinstance(binding, GpuTensor):
+        return binding.alloc, 0, binding.alloc.size
+    t, offset, size = binding
+    return t.alloc, offset, size
 
 
 def _range(binding) -> tuple[Any, int, int]:

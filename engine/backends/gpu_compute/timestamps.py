@@ -89,6 +89,10 @@ class Timestamps:
             f.add_done_callback(one_done)
         self._pending.append(out)
 
+    def add(self, times: Future) -> None:
+        """Merge a future of {layer: GPU ms} (stamps read elsewhere) into this run's."""
+        self._pending.append(times)
+
     def collect(self) -> Future | None:
         """One future merging every submission's stamps of the current run."""
         parts, self._pending = self._pending, []

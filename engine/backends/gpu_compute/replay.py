@@ -1,0 +1,276 @@
+"""Replaying a recorded plan: a run writes its inputs and records prepared dispatches only.
+
+``build`` turns a ``Recorder``'s trace into fixed device state: intermediate tensors get
+buffers from a liveness-planned arena (taken from the backend's pool, kept while the replay
+lives), uploads of values fixed by the signature get their own buffers written once,
+constants are bound where they already live; each dispatch gets its bind group and uniform
+buffer. ``run`` then writes the inputs into their buffers and records every dispatch in as
+few compute passes as the trace allows (copies end a pass), with raw wgpu-native calls.
+
+Per-layer GPU times come from timestamps written inside the passes at layer boundaries
+(``timestamp-query-inside-passes``), sampled: reading stamps back costs the host more than
+recording the whole run, so the first replayed run and then every ``SAMPLE_EVERY``-th one
+write and read them (the profile's total is then the latency until the GPU finished). The
+other runs' profiles repeat the last sampled GPU times, with a source that says so, and
+their total is the host time of the run. Without the feature a replay has no GPU times.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from concurrent.futures import Future
+
+import numpy as np
+
+from engine.backends.base import BackendType
+from engine.backends.gpu_common import gpu_errors
+from engine.backends.gpu_compute.memory import GpuTensor
+from engine.profile import LayerTiming
+from engine.tensor import Stored, free_released
+
+try:  # the raw C calls skip wgpu-py's per-call error capture (errors surface at ``end``)
+    from wgpu.backends.wgpu_native._ffi import ffi as _ffi
+    from wgpu.backends.wgpu_native._ffi import lib as _lib
+except ImportError:  # pragma: no cover - another wgpu backend
+    _lib = _ffi = None
+
+#: timestamps a replay may write (one query set)
+MAX_STAMPS = 4096
+#: output buffer sets a replay keeps (a set is reused once its tensors are released)
+RING = 3
+INSIDE_PASSES = "timestamp-query-inside-passes"
+#: replayed runs between two that read per-layer timestamps
+SAMPLE_EVERY = 10
+SAMPLED = "gpu-timestamp (sampled from an earlier replayed run)"
+
+
+class Replay:
+    """Everything a run of one plan needs that does not depend on the input values."""
+
+    def __init__(self, backend, model, plan):
+        self.backend, self.model = backend, model
+        self.feeds: list[tuple[str, object]] = []  # (input name, buffer)
+        self.outputs: dict[str, tuple[int, GpuTensor]] = {}  # (allocation id, recorded)
+        self.metas: dict[str, object] = {}
+        #: output sets: ({allocation id: pool Allocation}, ops writing into them), where
+        #: ops are ("pass", [(pipeline, bind group, groups, stamp)], end stamp) and copies
+        self.ring: list[tuple[dict, list]] = []
+        self.make_ops = None  # {allocation id: Allocation} -> ops (set by recording.build)
+        self.uniforms: dict[bytes, object] = {}
+        self.spans: list[tuple[str, int, int]] = []  # (layer, first stamp, last stamp)
+        self.stamps = 0
+        self.query_set = self.resolve_buf = None
+        self.last_times: dict[str, float] | None = None  # GPU ms of the last sampled run
+        self._since_sample = SAMPLE_EVERY
+        self._reading: Future | None = None
+        self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
+                        is BackendType.CPU else backend.type) for layer in model.layers]
+        self._arena: list = []  # pool allocations held by the replay
+        self._objects: list = []  # buffers of fixed values: kept alive
+
+    def release(self) -> None:
+        """Give the arena and the output sets back to the pool (the replay is dropped)."""
+        for alloc in self._arena:
+            self.backend.pool.release(alloc)
+        self._arena.clear()
+        for allocs, _ in self.ring:
+            for alloc in allocs.values():
+                self.backend.pool.release(alloc)
+        self.ring.clear()
+
+    def adopt(self, allocs: dict) -> tuple[dict, list]:
+        """Add an output set (holding one reference to each allocation) and its ops."""
+        for alloc in allocs.values():
+            alloc.refs += 1
+        self.ring.append((allocs, self.make_ops(allocs)))
+        if len(self.ring) > RING:  # every set is still held by tensors: drop the oldest
+            for alloc in self.ring.pop(0)[0].values():
+                self.backend.pool.release(alloc)
+        return self.ring[-1]
+
+    def _output_set(self) -> tuple[dict, list]:
+        """A set whose previous tensors were all released (only the ring holds them)."""
+        for entry in self.ring:
+            if all(a.refs == 1 for a in entry[0].values()):
+                return entry
+        pool = self.backend.pool
+        allocs = {aid: pool.acquire(t.alloc.size) for aid, t in self.outputs.values()}
+        for alloc in allocs.values():
+            alloc.refs -= 1  # adopt() takes the ring's reference
+        return self.adopt(allocs)
+
+    # -- running ----------------------------------------------------------------------------
+    def run(self, worker, feeds: dict, futures: dict[str, Future]):
+        """The run loop of a replayed plan (a generator yielding each layer, as run_placed)."""
+        backend = self.backend
+        free_released()
+        t_run = time.perf_counter()
+        backend.begin_run()
+        backend.flush()
+        queue = backend.queue
+        with gpu_errors("running a replayed plan"):
+            for name, buf in self.feeds:
+                value = feeds[name]
+                if value.dtype == np.dtype(bool):
+                    value = value.astype(np.uint32)
+                if value.nbytes:
+                    queue.write_buffer(buf, 0, np.ascontiguousarray(value))
+            allocs, ops = self._output_set()
+            sample = self._sample_now()
+            encoder = backend.device.create_command_encoder()
+            self._record(encoder, ops, sample)
+            outs = {}
+            for name, (aid, like) in self.outputs.items():
+                alloc = allocs[aid]
+                alloc.refs += 1  # the output tensor's reference; the ring keeps its own
+                outs[name] = GpuTensor(alloc, like.shape, like.dtype)
+            if sample:
+                encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
+            queue.submit([encoder.finish()])
+        for name, fut in futures.items():
+            fut.set_result(Stored(backend, outs[name], self.metas[name]))
+        if sample:
+            self._reading = self._read_stamps()
+            backend._timestamps.add(self._reading)
+        t_end = time.perf_counter()
+        host_ms = (t_end - t_run) * 1e3 / max(1, len(self.layers))
+        gpu = self.last_times or {}
+        timings = [LayerTiming(layer.name, layer.op_type, kind.value, gpu[layer.name], SAMPLED)
+                   if layer.name in gpu else
+                   LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
+                               "cpu-clock (replayed: host share of the run)",
+                               kind is BackendType.CPU, 0.0)
+                   for layer, kind in self.layers]
+        worker._finish_profile(timings, (t_end - t_run) * 1e3)
+        for layer, _ in self.layers:
+            yield layer
+
+    def _sample_now(self) -> bool:
+        """Whether this run writes and reads per-layer timestamps."""
+        self._since_sample += 1
+        if self.query_set is None or self.backend._timestamps is None or \
+                self._since_sample < SAMPLE_EVERY or \
+                (self._reading is not None and not self._reading.done()):
+            return False
+        self._since_sample = 0
+        return True
+
+    def _record(self, encoder, ops: list, sample: bool) -> None:
+        raw = _lib is not None
+        null = _ffi.NULL if raw else None
+        qs = self.query_set if sample else None
+        for op in ops:
+            if op[0] == "copy":
+                encoder.copy_buffer_to_buffer(*op[1:])
+                continue
+            cpass = encoder.begin_compute_pass()
+            if raw:
+                p, qsi = cpass._internal, None if qs is None else qs._internal
+                last = None
+                for pipeline, group, (x, y, z), stamp in op[1]:
+                    if stamp >= 0 and qsi is not None:
+                        _lib.wgpuComputePassEncoderWriteTimestamp(p, qsi, stamp)
+                    if pipeline is not last:
+                        _lib.wgpuComputePassEncoderSetPipeline(p, pipeline._internal)
+                        last = pipeline
+                    _lib.wgpuComputePassEncoderSetBindGroup(p, 0, group._internal, 0, null)
+                    _lib.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z)
+                if op[2] >= 0 and qsi is not None:
+                    _lib.wgpuComputePassEncoderWriteTimestamp(p, qsi, op[2])
+            else:
+                for pipeline, group, groups, _ in op[1]:
+                    cpass.set_pipeline(pipeline)
+                    cpass.set_bind_group(0, group)
+                    cpass.dispatch_workgroups(*groups)
+            cpass.end()
+
+    def _read_stamps(self) -> Future:
+        gpu = self.backend.gpu
+        raw = gpu.read_buffer_async(self.resolve_buf, self.stamps * 8, np.dtype(np.uint64),
+                                    (self.stamps,))
+        out: Future = Future()
+        spans = self.spans
+
+        def done(f: Future) -> None:
+            try:
+                stamps = f.result().astype(np.int64)
+                times: dict[str, float] = {}
+                for layer, start, end in spans:
+                    times[layer] = times.get(layer, 0.0) + max(
+                        int(stamps[end]) - int(stamps[start]), 0) * 1e-6
+                self.last_times = times
+                out.set_result(times)
+            except Exception as exc:  # delivered to whoever waits on the profile
+                out.set_exception(exc)
+
+        raw.add_done_callback(done)
+        return out
+
+
+class Replays:
+    """A backend's replays by input signature (the most recently used few), the recorder
+    armed for a run, and each signature's status.
+
+    A signature's second run is recorded (a model run once, as in a conformance case or a
+    ``compare``, never pays for building a replay; the first run also uploads constants).
+    """
+
+    MAX = 4
+    #: the run of a signature that is recorded, and the last one tried when recording fails
+    RECORD_AT, LAST_TRY = 2, 3
+
+    def __init__(self, backend):
+        self.backend = backend
+        self._by_sig: OrderedDict = OrderedDict()
+        self._runs: dict = {}
+        self.status: dict = {}
+
+    def start(self, worker, plan, feeds: dict, futures: dict, keep: set):
+        from engine.backends.gpu_compute.recording import Recorder
+
+        backend = self.backend
+        backend._rec = None
+        sig = plan.signature
+        if keep or sig is None or not backend.replay or backend._closed:
+            return None
+        replay = self._by_sig.get(sig)
+        if replay is not None:
+            self._by_sig.move_to_end(sig)
+            return replay.run(worker, feeds, futures)
+        if self.status.get(sig, "recording") != "recording":
+            return None  # not replayable: the status says why
+        runs = self._runs[sig] = self._runs.get(sig, 0) + 1
+        if not self.RECORD_AT <= runs <= self.LAST_TRY:
+            return None
+        rec = Recorder(worker.model, plan, feeds)
+        if rec.reason:
+            self.status[sig] = rec.reason
+            return None
+        self.status[sig] = "recording"
+        backend._rec, rec.signature = rec, sig
+        return None
+
+    def finish(self, outputs: dict) -> None:
+        from engine.backends.gpu_compute.recording import build
+
+        backend = self.backend
+        rec, backend._rec = backend._rec, None
+        if rec is None:
+            return
+        problem = rec.problem(outputs)
+        if problem:
+            self.status[rec.signature] = problem
+            return
+        self._by_sig[rec.signature] = build(backend, rec, outputs)
+        self.status[rec.signature] = "replayed"
+        while len(self._by_sig) > self.MAX:
+            sig, old = self._by_sig.popitem(last=False)
+            old.release()
+            self.status.pop(sig, None)
+            self._runs.pop(sig, None)
+
+    def clear(self) -> None:
+        for replay in self._by_sig.values():
+            replay.release()
+        self._by_sig.clear()
