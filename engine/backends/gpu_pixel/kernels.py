@@ -4,6 +4,7 @@ from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their regis
     kernels_conv,
     kernels_elementwise,
     kernels_gemm,
+    kernels_layernorm_fast,
     kernels_norm,
     kernels_reduce,
     kernels_resize,
