@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.gpu_pixel.kernels_permute import linear_copy
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
 RANK = 6
@@ -28,6 +29,9 @@ def affine_copy(be, x, out_shape, src, start, step, mode, const=0.0):
         k = j + RANK - r_in
         s[k] = src[j] + RANK - r_out if src[j] >= 0 else -1
         st[k], sp[k], md[k] = int(start[j]), int(step[j]), int(mode[j])
+    if not any(md):
+        # no wrapping or padding: a linear texel shuffle (kernels_permute.py)
+        return linear_copy(be, x, out_shape, src, start, step)
     ints = [s[:4], s[4:], st[:4], st[4:], sp[:4], sp[4:], md[:4], md[4:]]
     return be.run("copy", out_shape, [x], ints=ints, floats=[(const,)], MAP="affine")
 
