@@ -57,10 +57,18 @@ def MatMul(be, layer, inputs, in_metas, out_metas):
     act, params = activation(layer)
     if len(a) == 2 and len(b) == 2:
         return [gemm(be, inputs[0], inputs[1], None, y, a[1], act=act, params=params)]
+    rhs = inputs[1]
+    if len(b) == 2 and rhs.host is not None and b[1] <= be.max_dim:
+        # CPU-known [K, N] weights: repacked once with 4 k per texel (the layout of
+        # [1, K, N]), so one texel read serves 4 steps of k
+        rhs = rhs.derived.get("k_blocked")
+        if rhs is None:
+            rhs = inputs[1].derived["k_blocked"] = be.upload(inputs[1].host.reshape((1,) + b))
+        b = (1,) + tuple(b)
     packed = packed_plan(a, b, y)
     if packed is not None:
         ints, consts = packed
-        return [be.run("matmul_packed", y, inputs[:2], ints=ints, **consts)]
+        return [be.run("matmul_packed", y, [inputs[0], rhs], ints=ints, **consts)]
     return [be.run("matmul", y, inputs[:2], ints=[(a[-2], b[-1], a[-1])])]
 
 
