@@ -128,3 +128,14 @@ def test_linear_shuffles(rng, shape):
               n_out=len(sizes))
     for g, w in zip(got, np.split(x, [cut], axis=ax)):
         np.testing.assert_array_equal(g, w)
+
+
+RESHAPES = [((1, 13, 24), (1, 13, 4, 6)), ((1, 13, 4, 6), (1, 13, 24)), ((2, 15), (2, 3, 5)),
+            ((2, 3, 5), (6, 5)), ((35,), (5, 7)), ((1, 9, 3, 7), (9, 21)), ((6, 10), (2, 3, 2, 5))]
+
+
+@pytest.mark.parametrize("in_shape,out_shape", RESHAPES)
+def test_reshape(rng, in_shape, out_shape):
+    x = rng.standard_normal(in_shape).astype(np.float32)
+    shape = ("shape", np.array(out_shape, np.int64))
+    np.testing.assert_array_equal(one("Reshape", x, inits=[shape])[0], x.reshape(out_shape))
