@@ -87,20 +87,20 @@ def _register_softmax(op):
             axes = set(range(int(layer.attr("axis", 1)) % rank, rank))
         else:
             axes = {int(layer.attr("axis", -1)) % rank}
+        if axes == {rank - 1}:
+            # the last axis runs along x: two passes over texture rows
+            return [row_softmax(be, inputs[0], shape, op)]
         first = min(axes)
         inner = int(np.prod(shape[first:]))
-        if axes == set(range(first, rank)) and (rank > 2 or axes != {rank - 1}) and \
-                inner == max(shape[first:]):
+        if axes == set(range(first, rank)) and inner == max(shape[first:]):
             # trailing axes of which at most one is longer than 1: a row-wise softmax on a
             # 2-D view ([1, 1000, 1, 1] -> [1, 1000]) avoids per-element index arithmetic
             flat = flat_copy(be, inputs[0], (int(np.prod(shape[:first])), inner))
-            y = be.run("softmax", flat.shape, [flat], ROW="true", OP=op)
+            y = row_softmax(be, flat, flat.shape, op)
             be.free(flat)
             out = flat_copy(be, y, shape)
             be.free(y)
             return [out]
-        if axes == {rank - 1}:
-            return [row_softmax(be, inputs[0], shape, op)]
         return [reduce_pass(be, op, inputs[0], shape, axes, 1, shape)]
 
     kernel.__name__ = op
