@@ -139,3 +139,15 @@ def test_reshape(rng, in_shape, out_shape):
     x = rng.standard_normal(in_shape).astype(np.float32)
     shape = ("shape", np.array(out_shape, np.int64))
     np.testing.assert_array_equal(one("Reshape", x, inits=[shape])[0], x.reshape(out_shape))
+
+
+BIAS = [((1, 7, 9, 13), (13,)), ((1, 7, 9, 13), (1, 13)), ((2, 5, 13), (1, 1, 13)),
+        ((5, 13), (13,)), ((5, 13), (1, 13)), ((3, 5, 1), (1,))]
+
+
+@pytest.mark.parametrize("x_shape,v_shape", BIAS)
+def test_last_axis_vector_broadcast(rng, x_shape, v_shape):
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    v = rng.standard_normal(v_shape).astype(np.float32)
+    close(one("Add", x, inits=[("v", v)])[0], x.astype(np.float64) + v)
+    close(one("Mul", x, extra_inputs=[("v", v)])[0], x.astype(np.float64) * v)
