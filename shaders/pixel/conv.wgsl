@@ -7,7 +7,8 @@
 
 // WMAT: the weights are a [M rows, (C/group blocks * kh * kw) texels] matrix texture (the
 // same texel order as the tensor layout, wrapped per output channel so large 1x1 and 3x3
-// weights fit the texture limit); else the tensor layout of W.
+// weights fit the texture limit; depthwise: [M / 4 rows, kh * kw texels], 4 channels per
+// texel); else the tensor layout of W.
 const WMAT: bool = ${WMAT};
 
 @group(0) @binding(1) var X: texture_2d<f32>;
@@ -90,9 +91,14 @@ fn conv_depthwise(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
                 continue;
             }
             let xv = ld(X, u32(ix), xrow + u32(iy));
-            let wv = vec4<f32>(wload(m0, 0u, ky, kx).x, wload(m1, 0u, ky, kx).x,
-                               wload(m2, 0u, ky, kx).x, wload(m3, 0u, ky, kx).x);
-            acc += xv * wv;
+            if (WMAT) {
+                // CPU-known weights: texel (tap, mb) holds the 4 channels' weights
+                acc += xv * ld(Wt, ky * kw + kx, mb);
+            } else {
+                let wv = vec4<f32>(wload(m0, 0u, ky, kx).x, wload(m1, 0u, ky, kx).x,
+                                   wload(m2, 0u, ky, kx).x, wload(m3, 0u, ky, kx).x);
+                acc += xv * wv;
+            }
         }
     }
     return acc;

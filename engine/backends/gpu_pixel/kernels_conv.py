@@ -101,7 +101,12 @@ def Conv(be, layer, inputs, in_metas, out_metas):
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
     wmat = inputs[1].host is not None
-    weights = weight_matrix(be, inputs[1], m, (cg + 3) // 4 * kh * kw) if wmat else inputs[1]
+    if wmat and variant == "depthwise":
+        weights = depthwise_taps(be, inputs[1], m, kh * kw)
+    elif wmat:
+        weights = weight_matrix(be, inputs[1], m, (cg + 3) // 4 * kh * kw)
+    else:
+        weights = inputs[1]
     texes = [inputs[0], weights, bias if bias is not None else be.r.dummy]
     ints = [(n, c, h, wd), (m, oh, ow, group), (kh, kw, s[0], s[1]), (pb[0], pb[1], d[0], d[1]),
             ((c + 3) // 4, (m + 3) // 4, cg, mg), (int(bias is not None), (cg + 3) // 4)]
@@ -117,6 +122,20 @@ def weight_matrix(be, w, rows: int, width: int):
         tex = be.r.alloc(width, rows, for_write=True)
         be.r.write(tex, pack(w.host).reshape(rows, width, 4))
         mat = w.derived["matrix"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
+    return mat
+
+
+def depthwise_taps(be, w, m: int, taps: int):
+    """Depthwise weights [M, 1, kh, kw] as texel (tap, m // 4) = 4 channels' weights."""
+    mat = w.derived.get("taps")
+    if mat is None:
+        blocks = (m + 3) // 4
+        data = np.zeros((blocks * 4, taps), np.float32)
+        data[:m] = np.asarray(w.host, np.float32).reshape(m, taps)
+        texels = np.ascontiguousarray(data.reshape(blocks, 4, taps).transpose(0, 2, 1))
+        tex = be.r.alloc(taps, blocks, for_write=True)
+        be.r.write(tex, texels)
+        mat = w.derived["taps"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
     return mat
 
 

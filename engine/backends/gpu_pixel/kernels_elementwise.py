@@ -39,7 +39,14 @@ def access_mode(be, h, out_shape):
     if shape == out_shape:
         return 0, h
     out = layout_of(out_shape)
-    if out.axis == RANK - 1 or len(shape) > len(out_shape):
+    if len(shape) > len(out_shape):
+        return 1, h
+    if shape and shape[-1] == out_shape[-1] and all(d == 1 for d in shape[:-1]):
+        # a vector over the last axis (a bias after MatMul)
+        if out.axis == RANK - 1:
+            return (2, h) if len(shape) <= 2 else (1, h)
+        return (4 if len(shape) <= 2 else 5), h
+    if out.axis == RANK - 1:
         return 1, h
     dims = layout_of(shape).dims
     channels = out.dims[out.axis]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.backends.gpu_pixel.kernels_conv import activation, activation_reason
+from engine.backends.gpu_pixel.layout import MAX_RANK, layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel
 
 
@@ -56,4 +57,50 @@ def MatMul(be, layer, inputs, in_metas, out_metas):
     act, params = activation(layer)
     if len(a) == 2 and len(b) == 2:
         return [gemm(be, inputs[0], inputs[1], None, y, a[1], act=act, params=params)]
+    rhs = inputs[1]
+    if len(b) == 2 and rhs.host is not None and b[1] <= be.max_dim:
+        # CPU-known [K, N] weights: repacked once with 4 k per texel (the layout of
+        # [1, K, N]), so one texel read serves 4 steps of k
+        rhs = rhs.derived.get("k_blocked")
+        if rhs is None:
+            rhs = inputs[1].derived["k_blocked"] = be.upload(inputs[1].host.reshape((1,) + b))
+        b = (1,) + tuple(b)
+    packed = packed_plan(a, b, y)
+    if packed is not None:
+        ints, consts = packed
+        return [be.run("matmul_packed", y, [inputs[0], rhs], ints=ints, **consts)]
     return [be.run("matmul", y, inputs[:2], ints=[(a[-2], b[-1], a[-1])])]
+
+
+def packed_plan(a_shape, b_shape, y_shape):
+    """(ints, shader constants) of matmul_packed.wgsl for these shapes, or None.
+
+    The output's texel holds 4 entries of its blocked axis (a batch axis from rank 4 on,
+    M at rank 3). A must hold the same 4 entries in its texels (or broadcast that axis);
+    B may do the same, broadcast it, be blocked along K (rank 3) or be a [K, N] matrix.
+    """
+    if len(y_shape) < 3:
+        return None
+    out, la, lb = layout_of(tuple(y_shape)), layout_of(tuple(a_shape)), layout_of(tuple(b_shape))
+    ax = out.axis
+    if la.axis != ax:
+        return None
+    if la.dims[ax] == out.dims[ax]:
+        a_splat = False
+    elif la.dims[ax] == 1:
+        a_splat = True
+    else:
+        return None
+    if ax < MAX_RANK - 2 and lb.axis == ax:
+        b_mode = 0 if lb.dims[ax] == out.dims[ax] else 1
+    elif lb.axis == MAX_RANK - 2 and (ax == lb.axis or lb.dims[ax] == 1):
+        b_mode = 2
+    elif lb.axis == MAX_RANK - 1:
+        b_mode = 3
+    else:
+        return None
+    ra, rb = la.row_strides(), lb.row_strides()
+    sa = [ra[k] if la.dims[k] > 1 else 0 for k in range(4)]
+    sb = [rb[k] if lb.dims[k] > 1 else 0 for k in range(4)]
+    ints = [(y_shape[-2], y_shape[-1], a_shape[-1]), sa, (ra[4],), sb, (rb[4],)]
+    return ints, {"A_SPLAT": str(a_splat).lower(), "B_MODE": b_mode}

@@ -3,6 +3,7 @@ LayerNormalization (over the trailing axes; statistics pass, then an elementwise
 
 from __future__ import annotations
 
+from engine.backends.gpu_pixel.kernels_layernorm_fast import fast_reason, layer_norm_last_axis
 from engine.backends.gpu_pixel.layout import MAX_RANK, layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel
 from engine.ops.norm import stats_shape
@@ -66,6 +67,8 @@ def _layer_norm_check(layer, metas):
 
 @pixel_kernel("LayerNormalization", check=_layer_norm_check, max_outputs=3)
 def LayerNormalization(be, layer, inputs, in_metas, out_metas):
+    if fast_reason(layer, in_metas) is None:  # last axis: one pass over each row's stats
+        return layer_norm_last_axis(be, layer, inputs, in_metas, out_metas)
     shape = tuple(in_metas[0].shape)
     rank = len(shape)
     axis = int(layer.attr("axis", -1)) % rank

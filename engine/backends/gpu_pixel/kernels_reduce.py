@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.gpu_pixel.kernels_rows import row_softmax, row_sum
 from engine.backends.gpu_pixel.kernels_shape import flat_copy
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
@@ -63,6 +64,11 @@ def _register_reduce(op):
                 return [flat_copy(be, inputs[0], out_metas[0].shape)]
             axes = list(range(len(shape)))
         keep = int(layer.attr("keepdims", 1))
+        if op in ("ReduceSum", "ReduceMean") and keep and len(shape) >= 3 and \
+                axes == [len(shape) - 1]:
+            # over the last axis, which runs along x: one fragment per texture row
+            return [row_sum(be, inputs[0], shape, 1.0 / shape[-1] if op == "ReduceMean"
+                            else 1.0)]
         return [reduce_pass(be, op, inputs[0], shape, set(axes), keep, out_metas[0].shape)]
 
     kernel.__name__ = op
@@ -81,20 +87,20 @@ def _register_softmax(op):
             axes = set(range(int(layer.attr("axis", 1)) % rank, rank))
         else:
             axes = {int(layer.attr("axis", -1)) % rank}
+        if axes == {rank - 1}:
+            # the last axis runs along x: two passes over texture rows
+            return [row_softmax(be, inputs[0], shape, op)]
         first = min(axes)
         inner = int(np.prod(shape[first:]))
-        if axes == set(range(first, rank)) and (rank > 2 or axes != {rank - 1}) and \
-                inner == max(shape[first:]):
+        if axes == set(range(first, rank)) and inner == max(shape[first:]):
             # trailing axes of which at most one is longer than 1: a row-wise softmax on a
             # 2-D view ([1, 1000, 1, 1] -> [1, 1000]) avoids per-element index arithmetic
             flat = flat_copy(be, inputs[0], (int(np.prod(shape[:first])), inner))
-            y = be.run("softmax", flat.shape, [flat], ROW="true", OP=op)
+            y = row_softmax(be, flat, flat.shape, op)
             be.free(flat)
             out = flat_copy(be, y, shape)
             be.free(y)
             return [out]
-        if axes == {rank - 1}:
-            return [be.run("softmax", shape, inputs[:1], ROW=str(rank <= 2).lower(), OP=op)]
         return [reduce_pass(be, op, inputs[0], shape, axes, 1, shape)]
 
     kernel.__name__ = op

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.gpu_pixel.kernels_permute import affine_terms, linear_copy, reshape_terms
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
 RANK = 6
@@ -17,6 +18,9 @@ PAD_MODES = {"constant": 2, "reflect": 3, "edge": 4, "wrap": 1}
 
 def flat_copy(be, x, out_shape):
     """Same elements in row-major order, new shape."""
+    terms = reshape_terms(tuple(x.shape), tuple(out_shape))
+    if terms is not None:  # only splits axes: a linear texel shuffle
+        return linear_copy(be, x, out_shape, terms)
     return be.run("copy", out_shape, [x], MAP="flat")
 
 
@@ -28,6 +32,9 @@ def affine_copy(be, x, out_shape, src, start, step, mode, const=0.0):
         k = j + RANK - r_in
         s[k] = src[j] + RANK - r_out if src[j] >= 0 else -1
         st[k], sp[k], md[k] = int(start[j]), int(step[j]), int(mode[j])
+    if not any(md):
+        # no wrapping or padding: a linear texel shuffle (kernels_permute.py)
+        return linear_copy(be, x, out_shape, affine_terms(src, step), start)
     ints = [s[:4], s[4:], st[:4], st[4:], sp[:4], sp[4:], md[:4], md[4:]]
     return be.run("copy", out_shape, [x], ints=ints, floats=[(const,)], MAP="affine")
 
