@@ -36,7 +36,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
             }
             let v = ld(X, u32(ix), xrow + u32(iy));
             valid += 1;
-            mx = max(mx, v);
+            mx = max4(mx, v);  // a window holding a NaN gives NaN
             sum += pool_term_${MODE}(v);
         }
     }

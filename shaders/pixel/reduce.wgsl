@@ -18,8 +18,8 @@ fn init_min() -> f32 { return f_inf(); }
 
 fn r_ReduceSum(a: f32, v: f32, m: f32) -> f32 { return a + v; }
 fn r_ReduceMean(a: f32, v: f32, m: f32) -> f32 { return a + v; }
-fn r_ReduceMax(a: f32, v: f32, m: f32) -> f32 { return max(a, v); }
-fn r_ReduceMin(a: f32, v: f32, m: f32) -> f32 { return min(a, v); }
+fn r_ReduceMax(a: f32, v: f32, m: f32) -> f32 { return max1(a, v); }
+fn r_ReduceMin(a: f32, v: f32, m: f32) -> f32 { return min1(a, v); }
 fn r_ReduceProd(a: f32, v: f32, m: f32) -> f32 { return a * v; }
 fn r_ReduceL1(a: f32, v: f32, m: f32) -> f32 { return a + abs(v); }
 fn r_ReduceL2(a: f32, v: f32, m: f32) -> f32 { return a + v * v; }
@@ -67,7 +67,7 @@ fn reduce_elem(e: array<u32, 6>) -> f32 {
     var m = -f_inf();
     if (${NEEDS_MAX}) {
         for (var r = 0u; r < n; r++) {
-            m = max(m, load_elem(X, U.t[0], nth(base, r)));
+            m = max1(m, load_elem(X, U.t[0], nth(base, r)));
         }
     }
     var a = init_${INIT}();
