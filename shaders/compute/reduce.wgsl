@@ -47,7 +47,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     var top = bitcast<f32>(0xff800000u);
     if (${two_pass}) {
         for (var r = 0; r < R; r++) { top = max_f(top, x[base + offset_of(r, rrank, rs, rst)]); }
-        if (R == 0) { top = 0.0; }
+        // an infinite maximum shifts by 0: exp(inf - inf) would make a NaN of +-inf
+        if (R == 0 || is_inf_f(top)) { top = 0.0; }
     }
     for (var r = 0; r < R; r++) {
         let v = x[base + offset_of(r, rrank, rs, rst)];
