@@ -149,6 +149,8 @@ CASES = {
     "ReduceMax-all": ("ReduceMax", [S4], {"keepdims": 0}, (), 13, "ref"),
     "ReduceMean": ("ReduceMean", [S4], {"axes": [2, 3]}, (), 13, "ort"),
     "ReduceSum": ("ReduceSum", [S4], {}, (("axes", np.array([-1], np.int64)),), 13, "ort"),
+    "ReduceLogSumExp": ("ReduceLogSumExp", [S4], {"axes": [3]}, (), 13, "ort"),
+    "ReduceL2": ("ReduceL2", [S4], {"axes": [1]}, (), 13, "ort"),
     # onnxruntime's ArgMax takes a NaN only in the first position; the reference (NumPy)
     # takes the first NaN wherever it is, as a NaN-propagating max would
     "ArgMax": ("ArgMax", [S4], {"axis": 3}, (), 13, "ref"),
@@ -162,6 +164,11 @@ CASES = {
     "Softmax-axis1": ("Softmax", [S4], {"axis": 1}, (), 13, "ort"),
     "LogSoftmax": ("LogSoftmax", [S4], {"axis": -1}, (), 13, "ort"),
     "MatMul": ("MatMul", [(6, 9), (9, 7)], {}, (), 13, "ort"),
+    "Gemm": ("Gemm", [(6, 9)], {"transB": 1},
+             (("w", np.linspace(-1, 1, 63, dtype=np.float32).reshape(7, 9)),
+              ("c", np.linspace(-2, 2, 7, dtype=np.float32))), 13, "ort"),
+    "Conv": ("Conv", [S4], {"pads": [1, 1, 1, 1]},
+             (("w", np.linspace(-1, 1, 135, dtype=np.float32).reshape(3, 5, 3, 3)),), 13, "ort"),
     "BatchNormalization": ("BatchNormalization", [S4], {},
                            (("g", f32([1.0, 0.5, 2.0, -1.0, 0.3])),
                             ("b", f32([0.1, -0.2, 0.0, 0.5, 1.0])),
@@ -170,7 +177,7 @@ CASES = {
 }
 INT_OUT = {"ArgMax", "ArgMin"}
 #: contractions: one NaN or Inf spreads over a whole row/column, so fewer are sprinkled
-SPARSE = {"MatMul": 0.03}
+SPARSE = {"MatMul": 0.03, "Gemm": 0.03, "Conv": 0.01}
 
 
 @pytest.mark.parametrize("case", list(CASES))
