@@ -94,6 +94,10 @@ def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
             for c in range(c1 - c0):
                 v = row[c] + b
                 row[c] = zero if v <= zero else v  # NaN fails the test and stays
+        elif act == ACT_CLIP:
+            for c in range(c1 - c0):
+                v = row[c] + b
+                row[c] = p0 if v < p0 else (p1 if v > p1 else v)
         else:
             for c in range(c1 - c0):
                 row[c] = _act(row[c] + b, act, p0, p1)
