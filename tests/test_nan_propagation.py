@@ -15,7 +15,7 @@ import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 from onnx import helper
 
-from engine import ModelLoader, Worker
+from engine import BackendType, ModelLoader, Worker
 from tests.modelgen import I64, F, model, ort_run
 
 BACKENDS = [
@@ -52,6 +52,19 @@ def engine_outputs(proto, feeds, backend):
         outs = [w.peek_output(o.name).download_to_array() for o in m.outputs]
         placed = {name: (p.backend, p.reason) for name, p in w.placement.items()}
     return outs, placed
+
+
+#: (backend, op) pairs that fall back to the CPU by design (their result is still checked)
+FALLBACKS = {("gpu-pixel", "ArgMax"), ("gpu-pixel", "ArgMin")}
+
+
+def assert_native(placed, backend, op=None):
+    """Every layer ran on ``backend``: a silent CPU fallback would test the CPU instead."""
+    if (backend, op) in FALLBACKS:
+        return
+    want = BackendType.parse(backend)
+    for name, (where, reason) in placed.items():
+        assert where is want, f"{name} ran on {where}: {reason}"
 
 
 def assert_ieee_equal(got, want, rtol=1e-4, what=""):
@@ -193,7 +206,8 @@ def test_op_nan_inf(case, backend, rng):
         want = reference(proto, feeds)
     else:
         want = oracle(feeds)
-    got, _ = engine_outputs(proto, feeds, backend)
+    got, placed = engine_outputs(proto, feeds, backend)
+    assert_native(placed, backend, op)
     for g, e in zip(got, want):
         assert_ieee_equal(g, e, what=f"{case} on {backend}")
 
@@ -246,7 +260,8 @@ def test_fused_nan_inf(case, backend, rng):
     x = sprinkle(rng.standard_normal(shape).astype(np.float32) * 3, rng, 0.02)
     feeds = {name: x}
     want = ort_unfused(proto, feeds)
-    got, _ = engine_outputs(proto, feeds, backend)
+    got, placed = engine_outputs(proto, feeds, backend)
+    assert_native(placed, backend)
     assert_ieee_equal(got[0], want, what=f"{case} on {backend}")
     # and a NaN input gives NaN out through every activation
     nan_in = {name: np.full(shape, np.nan, np.float32)}
@@ -272,7 +287,8 @@ def test_small_cnn_all_nan(backend):
     proto = small_cnn()
     x = np.full((1, 3, 8, 8), np.nan, np.float32)
     assert np.isnan(ort_run(proto, {"x": x})[0]).all()
-    got, _ = engine_outputs(proto, {"x": x}, backend)
+    got, placed = engine_outputs(proto, {"x": x}, backend)
+    assert_native(placed, backend)
     assert got[0].shape == (1, 10)
     assert np.isnan(got[0]).all(), f"{backend} gives {got[0]} for an all-NaN input"
 
