@@ -54,13 +54,14 @@ def engine_outputs(proto, feeds, backend):
     return outs, placed
 
 
-#: (backend, op) pairs that fall back to the CPU by design (their result is still checked)
-FALLBACKS = {("gpu-pixel", "ArgMax"), ("gpu-pixel", "ArgMin")}
+#: (backend, case) pairs that fall back to the CPU by design (their result is still checked)
+FALLBACKS = {("gpu-pixel", "ArgMax"), ("gpu-pixel", "ArgMin"), ("gpu-pixel", "MaxPool-3d"),
+             ("gpu-compute", "MaxPool-3d")}
 
 
-def assert_native(placed, backend, op=None):
+def assert_native(placed, backend, case=None):
     """Every layer ran on ``backend``: a silent CPU fallback would test the CPU instead."""
-    if (backend, op) in FALLBACKS:
+    if (backend, case) in FALLBACKS:
         return
     want = BackendType.parse(backend)
     for name, (where, reason) in placed.items():
@@ -151,6 +152,11 @@ CASES = {
                 lambda f: [maxpool_numpy(f["x0"], 3, 1, 1)]),
     "MaxPool-s2": ("MaxPool", [S4], {"kernel_shape": [2, 2], "strides": [2, 2]}, (), 17,
                    lambda f: [maxpool_numpy(f["x0"], 2, 2, 0)]),
+    "MaxPool-1d": ("MaxPool", [(2, 5, 11)], {"kernel_shape": [3], "strides": [2]}, (), 17,
+                   lambda f: [sliding_window_view(f["x0"], 3, axis=2)[:, :, ::2].max(-1)]),
+    "MaxPool-3d": ("MaxPool", [(1, 3, 4, 5, 6)], {"kernel_shape": [2, 2, 2]}, (), 17,
+                   lambda f: [sliding_window_view(f["x0"], (2, 2, 2), axis=(2, 3, 4))
+                              .max(axis=(-3, -2, -1))]),
     "AveragePool": ("AveragePool", [S4], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}, (),
                     17, "ort"),
     # onnxruntime's GlobalMaxPool skips NaNs that are not first; the reference is np.max
@@ -207,7 +213,7 @@ def test_op_nan_inf(case, backend, rng):
     else:
         want = oracle(feeds)
     got, placed = engine_outputs(proto, feeds, backend)
-    assert_native(placed, backend, op)
+    assert_native(placed, backend, case)
     for g, e in zip(got, want):
         assert_ieee_equal(g, e, what=f"{case} on {backend}")
 
