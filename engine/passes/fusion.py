@@ -35,8 +35,12 @@ def apply_activation(y: np.ndarray, name: str | None, params) -> np.ndarray:
         return np.maximum(y, 0)
     if name == "LeakyRelu":
         return np.where(y >= 0, y, y * p[0])
-    if name == "Clip":
-        return np.clip(y, p[0], p[1])
+    if name == "Clip":  # absent bounds are the type's lowest()/max(): -Inf/+Inf are clipped
+        lo, hi = p[0], p[1]
+        if y.dtype.kind == "f":
+            info = np.finfo(y.dtype)
+            lo, hi = max(lo, float(info.min)), min(hi, float(info.max))
+        return np.clip(y, lo, hi)
     if name == "Sigmoid":
         return 1 / (1 + np.exp(-y))
     if name == "HardSigmoid":

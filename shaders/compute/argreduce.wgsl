@@ -1,9 +1,13 @@
 // ArgMax / ArgMin along one axis; writes int64 indices (two words, the high one 0).
+// A NaN counts as the extreme (NumPy's argmax/argmin): the first one wins, or the last one
+// with select_last_index.
 struct Params { n: i32, L: i32, inner: i32, last: i32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<u32>;
+
+//!include math.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
@@ -17,7 +21,8 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     var at = 0;
     for (var j = 1; j < L; j++) {
         let v = x[base + j * inner];
-        if (v ${cmp} best || (last && v == best)) {
+        let v_nan = is_nan_f(v);
+        if (v ${cmp} best || (last && v == best) || (v_nan && (last || !is_nan_f(best)))) {
             best = v;
             at = j;
         }

@@ -59,3 +59,23 @@ fn is_nan_f(x: f32) -> bool {
 fn is_inf_f(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
 }
+
+// IEEE 754-2019 maximum/minimum: NaN when either operand is NaN. WGSL leaves max/min/clamp
+// of a NaN to the implementation, and lavapipe (like many GPUs) returns the other operand,
+// so max(NaN, 0.0) would be 0. The NaN test is on the bit pattern: `x != x` may be folded
+// away by a fast-math compiler.
+fn max_f(a: f32, b: f32) -> f32 {
+    return select(select(max(a, b), b, is_nan_f(b)), a, is_nan_f(a));
+}
+
+fn min_f(a: f32, b: f32) -> f32 {
+    return select(select(min(a, b), b, is_nan_f(b)), a, is_nan_f(a));
+}
+
+fn clamp_f(x: f32, lo: f32, hi: f32) -> f32 {
+    return select(min(max(x, lo), hi), x, is_nan_f(x));
+}
+
+fn relu_f(x: f32) -> f32 {
+    return select(max(x, 0.0), x, is_nan_f(x));
+}

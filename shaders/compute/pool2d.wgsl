@@ -12,6 +12,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
+//!include math.wgsl
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 256u);
@@ -47,7 +49,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
             }
             if (ih < 0 || ih >= H || iw < 0 || iw >= W) { continue; }
             let v = x[base + ih * W + iw];
-            best = max(best, v);
+            best = max_f(best, v);  // a window holding a NaN gives NaN
             if (lp_mode) {
                 sum += pow(abs(v), lp);
             } else {

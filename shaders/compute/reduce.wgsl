@@ -12,6 +12,8 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
+//!include math.wgsl
+
 // the reduced dims are passed in (registers): a uniform re-read per element was not hoisted
 fn offset_of(r: i32, rrank: i32, rs: array<vec4<i32>, 2>, rst: array<vec4<i32>, 2>) -> i32 {
     if (rrank == 1) { return r * rst[0][0]; }
@@ -44,8 +46,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     var acc = ${init};
     var top = bitcast<f32>(0xff800000u);
     if (${two_pass}) {
-        for (var r = 0; r < R; r++) { top = max(top, x[base + offset_of(r, rrank, rs, rst)]); }
-        if (R == 0) { top = 0.0; }
+        for (var r = 0; r < R; r++) { top = max_f(top, x[base + offset_of(r, rrank, rs, rst)]); }
+        // an infinite maximum shifts by 0: exp(inf - inf) would make a NaN of +-inf
+        if (R == 0 || is_inf_f(top)) { top = 0.0; }
     }
     for (var r = 0; r < R; r++) {
         let v = x[base + offset_of(r, rrank, rs, rst)];

@@ -52,12 +52,20 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
                              dot(a, ld(B, kb, r2)), dot(a, ld(B, kb, r3)));
         }
     } else {
-        // B is [K, N]: texel (nb, k) = B[k, n0..n0+3]; padded k of A are 0
-        for (var kb = 0u; kb < kbs; kb++) {
+        // B is [K, N]: texel (nb, k) = B[k, n0..n0+3]. Whole blocks of 4 k, then the last
+        // K % 4 rows alone: a padded k of A is 0, and 0 times a clamped row's Inf is NaN
+        let kfull = K / 4u;
+        for (var kb = 0u; kb < kfull; kb++) {
             let a = a_row(m, kb);
             let k = kb * 4u;
-            acc += a.x * ld(B, nb, k) + a.y * ld(B, nb, min(k + 1u, K - 1u))
-                 + a.z * ld(B, nb, min(k + 2u, K - 1u)) + a.w * ld(B, nb, min(k + 3u, K - 1u));
+            acc += a.x * ld(B, nb, k) + a.y * ld(B, nb, k + 1u)
+                 + a.z * ld(B, nb, k + 2u) + a.w * ld(B, nb, k + 3u);
+        }
+        if (kfull < kbs) {
+            let a = a_row(m, kfull);
+            for (var i = 0u; i < K % 4u; i++) {
+                acc += a[i] * ld(B, nb, kfull * 4u + i);
+            }
         }
     }
     var y = U.f[0].x * acc;

@@ -19,7 +19,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     let kw = U.i[2].y;
     let y0 = oh * U.i[2].z - U.i[3].x;
     let x0 = ow * U.i[2].w - U.i[3].y;
-    var mx = vec4<f32>(-3.4028235e38);
+    var mx = vec4<f32>(-f_inf());  // a window of -Inf gives -Inf
     var sum = vec4<f32>(0.0);
     var valid = 0;
     var padded = 0;
@@ -36,7 +36,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
             }
             let v = ld(X, u32(ix), xrow + u32(iy));
             valid += 1;
-            mx = max(mx, v);
+            mx = max4(mx, v);  // a window holding a NaN gives NaN
             sum += pool_term_${MODE}(v);
         }
     }

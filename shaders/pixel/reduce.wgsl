@@ -18,14 +18,18 @@ fn init_min() -> f32 { return f_inf(); }
 
 fn r_ReduceSum(a: f32, v: f32, m: f32) -> f32 { return a + v; }
 fn r_ReduceMean(a: f32, v: f32, m: f32) -> f32 { return a + v; }
-fn r_ReduceMax(a: f32, v: f32, m: f32) -> f32 { return max(a, v); }
-fn r_ReduceMin(a: f32, v: f32, m: f32) -> f32 { return min(a, v); }
+fn r_ReduceMax(a: f32, v: f32, m: f32) -> f32 { return max1(a, v); }
+fn r_ReduceMin(a: f32, v: f32, m: f32) -> f32 { return min1(a, v); }
 fn r_ReduceProd(a: f32, v: f32, m: f32) -> f32 { return a * v; }
 fn r_ReduceL1(a: f32, v: f32, m: f32) -> f32 { return a + abs(v); }
 fn r_ReduceL2(a: f32, v: f32, m: f32) -> f32 { return a + v * v; }
 fn r_ReduceSumSquare(a: f32, v: f32, m: f32) -> f32 { return a + v * v; }
 fn r_ReduceLogSum(a: f32, v: f32, m: f32) -> f32 { return a + v; }
-fn r_ReduceLogSumExp(a: f32, v: f32, m: f32) -> f32 { return a + exp(v - m); }
+// an infinite maximum shifts by 0: exp(inf - inf) would make a NaN of +-inf
+fn lse_shift(m: f32) -> f32 {
+    return select(m, 0.0, (bitcast<u32>(m) & 0x7fffffffu) == 0x7f800000u);
+}
+fn r_ReduceLogSumExp(a: f32, v: f32, m: f32) -> f32 { return a + exp(v - lse_shift(m)); }
 fn r_Softmax(a: f32, v: f32, m: f32) -> f32 { return a + exp(v - m); }
 fn r_LogSoftmax(a: f32, v: f32, m: f32) -> f32 { return a + exp(v - m); }
 
@@ -39,7 +43,7 @@ fn f_ReduceL1(a: f32, m: f32, n: f32, x: f32) -> f32 { return a; }
 fn f_ReduceL2(a: f32, m: f32, n: f32, x: f32) -> f32 { return sqrt(a); }
 fn f_ReduceSumSquare(a: f32, m: f32, n: f32, x: f32) -> f32 { return a; }
 fn f_ReduceLogSum(a: f32, m: f32, n: f32, x: f32) -> f32 { return log(a); }
-fn f_ReduceLogSumExp(a: f32, m: f32, n: f32, x: f32) -> f32 { return m + log(a); }
+fn f_ReduceLogSumExp(a: f32, m: f32, n: f32, x: f32) -> f32 { return lse_shift(m) + log(a); }
 fn f_Softmax(a: f32, m: f32, n: f32, x: f32) -> f32 { return exp(x - m) / a; }
 fn f_LogSoftmax(a: f32, m: f32, n: f32, x: f32) -> f32 { return (x - m) - log(a); }
 
@@ -67,7 +71,7 @@ fn reduce_elem(e: array<u32, 6>) -> f32 {
     var m = -f_inf();
     if (${NEEDS_MAX}) {
         for (var r = 0u; r < n; r++) {
-            m = max(m, load_elem(X, U.t[0], nth(base, r)));
+            m = max1(m, load_elem(X, U.t[0], nth(base, r)));
         }
     }
     var a = init_${INIT}();

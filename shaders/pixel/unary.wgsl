@@ -9,6 +9,29 @@ fn f_nan() -> f32 {
     return bitcast<f32>(0x7fc00000u);
 }
 
+// NaN tests on the bit pattern (a fast-math compiler may fold `x != x` away). WGSL leaves
+// max/min/clamp of a NaN to the implementation (lavapipe returns the other operand), so
+// bounds go through these helpers: IEEE 754-2019 maximum/minimum, NaN when either is NaN.
+fn is_nan1(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn is_nan4(x: vec4<f32>) -> vec4<bool> {
+    return (bitcast<vec4<u32>>(x) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u);
+}
+
+// y where x is a number, x (its NaN) where x is NaN
+fn keep_nan4(y: vec4<f32>, x: vec4<f32>) -> vec4<f32> { return select(y, x, is_nan4(x)); }
+
+fn max1(a: f32, b: f32) -> f32 { return select(select(max(a, b), b, is_nan1(b)), a, is_nan1(a)); }
+fn min1(a: f32, b: f32) -> f32 { return select(select(min(a, b), b, is_nan1(b)), a, is_nan1(a)); }
+fn max4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return keep_nan4(keep_nan4(max(a, b), b), a); }
+fn min4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return keep_nan4(keep_nan4(min(a, b), b), a); }
+
+fn clamp4(x: vec4<f32>, lo: vec4<f32>, hi: vec4<f32>) -> vec4<f32> {
+    return keep_nan4(min(max(x, lo), hi), x);
+}
+
 fn u_Identity(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return x; }
 fn u_Dropout(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return x; }
 fn u_Abs(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return abs(x); }
@@ -36,7 +59,7 @@ fn u_Asinh(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
 fn u_Acosh(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return log(x + sqrt(x * x - 1.0)); }
 fn u_Atanh(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return 0.5 * log((1.0 + x) / (1.0 - x)); }
 fn u_Reciprocal(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return 1.0 / x; }
-fn u_Relu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return max(x, vec4<f32>(0.0)); }
+fn u_Relu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return keep_nan4(max(x, vec4<f32>(0.0)), x); }
 
 fn u_Tanh(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
     // clamped: the exp-based expansion overflows to NaN for large |x|; near 0 it cancels,
@@ -44,7 +67,7 @@ fn u_Tanh(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
     let t = tanh(clamp(x, vec4<f32>(-15.0), vec4<f32>(15.0)));
     let x2 = x * x;
     let series = x * (1.0 - x2 * (1.0 / 3.0 - x2 * (2.0 / 15.0 - x2 * (17.0 / 315.0))));
-    return select(t, series, abs(x) < vec4<f32>(0.1));
+    return keep_nan4(select(t, series, abs(x) < vec4<f32>(0.1)), x);
 }
 
 fn u_Sigmoid(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
@@ -58,7 +81,7 @@ fn u_Softplus(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
     let e = exp(-abs(x));
     let series = e * (1.0 - e * (0.5 - e / 3.0));
     let l = select(log(1.0 + e), series, e < vec4<f32>(1e-3));
-    return max(x, vec4<f32>(0.0)) + l;
+    return keep_nan4(max(x, vec4<f32>(0.0)) + l, x);
 }
 
 fn u_Softsign(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> { return x / (1.0 + abs(x)); }
@@ -73,27 +96,27 @@ fn u_LeakyRelu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
 }
 
 fn u_Elu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
-    return select(p.x * (exp(min(x, vec4<f32>(0.0))) - 1.0), x, x > vec4<f32>(0.0));
+    return keep_nan4(select(p.x * (exp(min(x, vec4<f32>(0.0))) - 1.0), x, x > vec4<f32>(0.0)), x);
 }
 
 // p.x = alpha, p.y = gamma
 fn u_Selu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
     let neg = p.x * exp(min(x, vec4<f32>(0.0))) - p.x;
-    return p.y * select(neg, x, x > vec4<f32>(0.0));
+    return keep_nan4(p.y * select(neg, x, x > vec4<f32>(0.0)), x);
 }
 
 fn u_Celu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
     let neg = p.x * (exp(min(x, vec4<f32>(0.0)) / p.x) - 1.0);
-    return max(x, vec4<f32>(0.0)) + min(neg, vec4<f32>(0.0));
+    return keep_nan4(max(x, vec4<f32>(0.0)) + min(neg, vec4<f32>(0.0)), x);
 }
 
 // p.x = alpha, p.y = beta
 fn u_HardSigmoid(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
-    return clamp(p.x * x + p.y, vec4<f32>(0.0), vec4<f32>(1.0));
+    return clamp4(p.x * x + p.y, vec4<f32>(0.0), vec4<f32>(1.0));
 }
 
 fn u_HardSwish(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
-    return x * clamp(x / 6.0 + 0.5, vec4<f32>(0.0), vec4<f32>(1.0));
+    return x * clamp4(x / 6.0 + 0.5, vec4<f32>(0.0), vec4<f32>(1.0));
 }
 
 fn u_ThresholdedRelu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
@@ -102,7 +125,7 @@ fn u_ThresholdedRelu(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
 
 // p.x = lower bound, p.y = upper bound
 fn u_Clip(x: vec4<f32>, p: vec4<f32>) -> vec4<f32> {
-    return min(max(x, vec4<f32>(p.x)), vec4<f32>(p.y));
+    return clamp4(x, vec4<f32>(p.x), vec4<f32>(p.y));
 }
 
 // p.x = bias, p.y = lambd
@@ -137,8 +160,8 @@ fn b_Mean(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a + b; }
 fn b_Sub(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a - b; }
 fn b_Mul(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a * b; }
 fn b_Div(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a / b; }
-fn b_Max(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return max(a, b); }
-fn b_Min(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return min(a, b); }
+fn b_Max(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return max4(a, b); }
+fn b_Min(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return min4(a, b); }
 fn b_PRelu(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
     return select(a * b, a, a >= vec4<f32>(0.0));
 }

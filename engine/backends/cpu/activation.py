@@ -42,22 +42,38 @@ def activation_of(layer: Layer) -> tuple[int, float, float]:
     return _CODES[name], params[0], params[1]
 
 
+def act_params(act: tuple[int, float, float], dtype) -> np.ndarray:
+    """The activation's two parameters in ``dtype``. Clip's bounds are limited to the
+    type's finite range: an absent bound is ``lowest()``/``max()`` in the ONNX spec, so
+    -Inf/+Inf inputs become the type's extremes (as in onnxruntime and the GPU backends)."""
+    params = np.array(act[1:], dtype=dtype)
+    if act[0] == ACT_CLIP and params.dtype.kind == "f":
+        info = np.finfo(params.dtype)
+        params = np.clip(params, info.min, info.max)
+    return params
+
+
 @njit(inline="always", nogil=True, cache=True)
 def _act(v, act, p0, p1):
-    zero = v * 0
+    """The activation of one value. Comparisons are written so that a NaN ``v`` fails
+    them all and comes out as NaN (IEEE), never as a bound: ``min``/``max`` would drop it.
+    The parameters are finite (``act_params``), so ``p0 * 0`` is a zero of v's type where
+    ``v * 0`` would be NaN for an infinite ``v``."""
+    zero = p0 * 0
     if act == ACT_RELU:
-        return v if v > zero else zero
+        return zero if v <= zero else v
     if act == ACT_LEAKY:
         return v if v >= zero else v * p0
     if act == ACT_CLIP:
-        return min(max(v, p0), p1)
+        return p0 if v < p0 else (p1 if v > p1 else v)
     if act == ACT_SIGMOID:
         if v >= zero:
             return 1 / (1 + np.exp(-v))
         e = np.exp(v)
         return e / (1 + e)
     if act == ACT_HARDSIGMOID:
-        return min(max(v * p0 + p1, zero), zero + 1)
+        t = v * p0 + p1
+        return zero if t < zero else (zero + 1 if t > zero + 1 else t)
     if act == ACT_TANH:
         return np.tanh(v)
     if act == ACT_SILU:
@@ -87,7 +103,11 @@ def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
         elif act == ACT_RELU:
             for c in range(c1 - c0):
                 v = row[c] + b
-                row[c] = v if v > zero else zero
+                row[c] = zero if v <= zero else v  # NaN fails the test and stays
+        elif act == ACT_CLIP:
+            for c in range(c1 - c0):
+                v = row[c] + b
+                row[c] = p0 if v < p0 else (p1 if v > p1 else v)
         else:
             for c in range(c1 - c0):
                 row[c] = _act(row[c] + b, act, p0, p1)
@@ -107,7 +127,7 @@ def bias_res_act_rows(y, bias, act, params, res, post, pparams, r0, r1, c0, c1):
         if act == ACT_NONE and post == ACT_RELU:
             for c in range(c1 - c0):
                 v = row[c] + b + add[c]
-                row[c] = v if v > zero else zero
+                row[c] = zero if v <= zero else v  # NaN fails the test and stays
         elif act == ACT_NONE and post == ACT_NONE:
             for c in range(c1 - c0):
                 row[c] = row[c] + b + add[c]
@@ -123,7 +143,7 @@ def epilogue_fn(y2d: np.ndarray, bias: np.ndarray | None, act: tuple[int, float,
         return None
     dt = y2d.dtype
     b = np.zeros(0, dt) if bias is None else carr(bias.reshape(-1), dt)
-    params = np.array(act[1:], dtype=dt)
+    params = act_params(act, dt)
     cols = y2d.shape[1]
     return lambda r0, r1, c0=0, c1=cols: bias_act_rows(y2d, b, act[0], params, r0, r1, c0, c1)
 

@@ -130,7 +130,12 @@ def col2im(cols, out, g, m0, m1):
                             out[m, oz, oy, ox] += cols[r, base + q]
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+#: fast-math without "nnan"/"ninf": those let LLVM assume no NaN or Inf ever occurs, which
+#: drops the NaN tests of the fused activations (and broke their division checks)
+FAST_FINITE_FREE = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
+@njit(nogil=True, cache=True, fastmath=FAST_FINITE_FREE)
 def depthwise2d(x, w, out, g, mult, bias, act, params, m0, m1):
     """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow);
     ``bias`` (M,) or empty, then the fused activation ``act`` (any ``activation`` code, the

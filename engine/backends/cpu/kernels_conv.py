@@ -18,6 +18,7 @@ import numpy as np
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import (
     ACT_NONE,
+    act_params,
     activation_of,
     bias_act_rows,
     bias_res_act_rows,
@@ -95,7 +96,7 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
     plan.Cg, plan.Mg = C // group, M // group
     plan.P = P = int(np.prod(g.out_shape))
     plan.act = act = activation_of(layer)
-    plan.params = np.array(act[1:], x.dtype)
+    plan.params = act_params(act, x.dtype)
     b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
     if g.rank == 2 and group == C and w.shape[1] == 1:
         plan.kind = "depthwise"

@@ -59,12 +59,20 @@ def Mean(layer, inputs):
     return same(xs[0], reduce(np.add, xs) / len(xs))
 
 
+def _clip(x: np.ndarray, lo, hi) -> np.ndarray:
+    """``x`` limited to [lo, hi]; an absent bound (None) is the type's lowest()/max() as the
+    ONNX spec defines it, so -Inf/+Inf become the type's extremes. NaN stays NaN."""
+    if x.dtype.kind == "f":
+        info = np.finfo(x.dtype)
+        lo = info.min if lo is None else max(float(lo), float(info.min))
+        hi = info.max if hi is None else min(float(hi), float(info.max))
+    out = x if lo is None else np.maximum(x, x.dtype.type(lo))
+    return same(x, out if hi is None else np.minimum(out, x.dtype.type(hi)))
+
+
 @cpu_kernel("Clip", since=1)
 def Clip_1(layer, inputs):
-    x = inputs[0]
-    lo = layer.attr("min", -np.inf)
-    hi = layer.attr("max", np.inf)
-    return same(x, np.minimum(np.maximum(x, lo), hi))
+    return _clip(inputs[0], layer.attr("min"), layer.attr("max"))
 
 
 @cpu_kernel("Clip", since=11)
@@ -72,12 +80,9 @@ def Clip_11(layer, inputs):
     x = inputs[0]
     lo = inputs[1] if len(inputs) > 1 else None
     hi = inputs[2] if len(inputs) > 2 else None
-    out = x
-    if lo is not None and lo.size:
-        out = np.maximum(out, lo.reshape(()).astype(x.dtype))
-    if hi is not None and hi.size:
-        out = np.minimum(out, hi.reshape(()).astype(x.dtype))
-    return same(x, out)
+    lo = lo.reshape(()).astype(x.dtype) if lo is not None and lo.size else None
+    hi = hi.reshape(()).astype(x.dtype) if hi is not None and hi.size else None
+    return _clip(x, lo, hi)
 
 
 @cpu_kernel("PRelu")

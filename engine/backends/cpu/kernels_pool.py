@@ -13,6 +13,14 @@ from engine.errors import KernelError
 from engine.ops.conv_pool import conv_geometry
 
 MAX, AVG, LP = 0, 1, 2
+#: fast-math without "nnan"/"ninf", which would let LLVM drop the NaN tests of the max
+FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
+
+
+@njit(nogil=True, cache=True, inline="always")
+def nan_max(a, b):
+    """IEEE 754-2019 ``maximum``: NaN if either is NaN (Python's ``max`` keeps a number)."""
+    return a if a > b or a != a else b
 
 
 @njit(nogil=True, cache=True)
@@ -51,7 +59,8 @@ def pool3d(x, out, idx, g, mode, count_pad, p, col_major, r0, r1):
                                 v = x[nc, iz, iy, ix]
                                 valid += 1
                                 if mode == 0:
-                                    if v > best or arg < 0:
+                                    # the first NaN wins and stays (no number is > NaN)
+                                    if v > best or arg < 0 or (v != v and best == best):
                                         best = v
                                         if col_major:
                                             arg = iz + D * (iy + H * ix)
@@ -72,7 +81,7 @@ def pool3d(x, out, idx, g, mode, count_pad, p, col_major, r0, r1):
                         out[nc, z, y, q] = acc ** (1.0 / p)
 
 
-@njit(nogil=True, cache=True, fastmath=True)
+@njit(nogil=True, cache=True, fastmath=FAST)
 def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
     """Max/average 2-D pooling. x: (NC, H, W); out: (NC, oh, ow); ``g``: kernel, strides,
     dilations, pads_begin and explicit pads_end, 2 values each.
@@ -119,7 +128,7 @@ def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
                     first = False
                 elif is_max:
                     for t in range(W):
-                        vals[t] = max(vals[t], src[t])
+                        vals[t] = nan_max(vals[t], src[t])
                 else:
                     for t in range(W):
                         vals[t] += src[t]
@@ -132,7 +141,7 @@ def pool2d_planes(x, out, g, is_max, count_pad, r0, r1):
                 sj = row[j * dw:]
                 if is_max:
                     for t in range(L):
-                        red[t] = max(red[t], sj[t])
+                        red[t] = nan_max(red[t], sj[t])
                 else:
                     for t in range(L):
                         red[t] += sj[t]
@@ -153,11 +162,16 @@ def global_pool(x, out, mode, p, r0, r1):
     for r in range(r0, r1):
         row = x[r]
         if mode == 0:
+            # a plain max (vectorised) and a separate NaN scan: a NaN-propagating max in
+            # the one loop does not vectorise and runs 2x slower
             m = row[0]
+            nans = 0
             for s in range(1, S):
                 if row[s] > m:
                     m = row[s]
-            out[r] = m
+            for s in range(S):
+                nans += row[s] != row[s]
+            out[r] = np.nan if nans else m
         elif mode == 1:
             acc = 0.0
             for s in range(S):

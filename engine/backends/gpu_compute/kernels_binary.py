@@ -117,7 +117,9 @@ def BitShift(ctx, layer, ins, metas, out_metas):
 
 
 # -- variadic --------------------------------------------------------------------------------
-VARIADIC = {"Sum": "a + b", "Mean": "a + b", "Max": "max(a, b)", "Min": "min(a, b)"}
+#: (float expression, integer expression); max_f/min_f (math.wgsl) keep NaNs like np.maximum
+VARIADIC = {"Sum": ("a + b", "a + b"), "Mean": ("a + b", "a + b"),
+            "Max": ("max_f(a, b)", "max(a, b)"), "Min": ("min_f(a, b)", "min(a, b)")}
 
 
 def _mean_check(layer, metas):
@@ -127,11 +129,12 @@ def _mean_check(layer, metas):
     return reason
 
 
-def _register_variadic(op: str, expr: str):
+def _register_variadic(op: str, exprs: tuple[str, str]):
     @gpu_kernel(op, dtypes=NUMERIC, inputs=None,
                 check=_mean_check if op == "Mean" else _same_dtype)
     def kernel(ctx, layer, ins, metas, out_metas):
         t = _wgsl(metas[0])
+        expr = exprs[0] if t == "f32" else exprs[1]
         pairs = [(h, m) for h, m in zip(ins, metas) if m is not None]
         if len(pairs) == 1:
             acc = ctx.view(pairs[0][0], out_metas[0].shape)

@@ -16,24 +16,28 @@ I32 = (np.dtype(np.int32),)
 F32_I32 = F32 + I32
 INTS = (np.dtype(np.int32), np.dtype(np.uint32))
 BOOL = (np.dtype(bool),)
+#: float32's largest finite value: Clip's absent bounds (the spec's lowest()/max())
+FLT_MAX = float(np.finfo(np.float32).max)
 WGSL_TYPE = {"float32": "f32", "int32": "i32", "uint32": "u32", "bool": "u32"}
 
-#: activation expressions over ``x`` with float parameters A, B, C (also used by fused layers)
+#: activation expressions over ``x`` with float parameters A, B, C (also used by fused layers);
+#: bounds go through the NaN-propagating helpers of math.wgsl (relu_f, clamp_f), never a bare
+#: max/min/clamp, whose result for a NaN is the implementation's choice
 ACTIVATIONS = {
-    "Relu": "max(x, 0.0)",
+    "Relu": "relu_f(x)",
     "Sigmoid": "sigmoid_f(x)",
     "Tanh": "tanh_f(x)",
     "LeakyRelu": "select(A * x, x, x >= 0.0)",
-    "Clip": "min(max(x, A), B)",
+    "Clip": "clamp_f(x, A, B)",
     "Elu": "select(A * (exp(x) - 1.0), x, x > 0.0)",
-    "HardSigmoid": "clamp(A * x + B, 0.0, 1.0)",
-    "HardSwish": "x * clamp(x / 6.0 + 0.5, 0.0, 1.0)",
+    "HardSigmoid": "clamp_f(A * x + B, 0.0, 1.0)",
+    "HardSwish": "x * clamp_f(x / 6.0 + 0.5, 0.0, 1.0)",
     "Selu": "select(B * A * (exp(x) - 1.0), B * x, x > 0.0)",
     "ThresholdedRelu": "select(0.0, x, x > A)",
     "Softplus": "softplus_f(x)",
     "Softsign": "x / (1.0 + abs(x))",
     "Mish": "x * tanh_f(softplus_f(x))",
-    "Celu": "max(0.0, x) + min(0.0, A * (exp(x / A) - 1.0))",
+    "Celu": "relu_f(x) + min(0.0, A * (exp(x / A) - 1.0))",
     "Shrink": "select(select(0.0, x + A, x < -B), x - A, x > B)",
 }
 
@@ -74,7 +78,7 @@ def activation_params(op: str, params) -> tuple[float, float, float]:
                     "ThresholdedRelu": [1.0], "Celu": [1.0], "Clip": [-math.inf, math.inf],
                     "Shrink": [0.0, 0.5]}
         p = defaults.get(op, [])
-    p = [max(min(v, 3.4e38), -3.4e38) for v in p]  # uniforms hold finite f32
+    p = [max(min(v, FLT_MAX), -FLT_MAX) for v in p]  # uniforms hold finite f32
     return tuple((p + [0.0, 0.0, 0.0])[:3])
 
 
@@ -120,7 +124,7 @@ _register_unary("Tanh", ACTIVATIONS["Tanh"], F32)
 @gpu_kernel("Relu", dtypes=F32_I32)
 def Relu(ctx, layer, ins, metas, out_metas):
     t = _wgsl(metas[0])
-    return [run_unary(ctx, ins[0], out_metas[0], "max(x, 0.0)" if t == "f32" else "max(x, 0)",
+    return [run_unary(ctx, ins[0], out_metas[0], "relu_f(x)" if t == "f32" else "max(x, 0)",
                       t, t)]
 
 
@@ -146,9 +150,9 @@ def Gelu(ctx, layer, ins, metas, out_metas):
 
 def _clip_bounds(layer, metas):
     if layer.opset and layer.opset < 11:
-        return float(layer.attr("min", -3.4e38)), float(layer.attr("max", 3.4e38))
-    lo = f32_value(metas[1] if len(metas) > 1 else None, -3.4e38)
-    hi = f32_value(metas[2] if len(metas) > 2 else None, 3.4e38)
+        return float(layer.attr("min", -FLT_MAX)), float(layer.attr("max", FLT_MAX))
+    lo = f32_value(metas[1] if len(metas) > 1 else None, -FLT_MAX)
+    hi = f32_value(metas[2] if len(metas) > 2 else None, FLT_MAX)
     return lo, hi
 
 
@@ -162,7 +166,7 @@ def _clip_check(layer, metas):
 @gpu_kernel("Clip", dtypes=F32, check=_clip_check)
 def Clip(ctx, layer, ins, metas, out_metas):
     lo, hi = _clip_bounds(layer, metas)
-    lo, hi = max(lo, -3.4e38), min(hi, 3.4e38)
+    lo, hi = max(lo, -FLT_MAX), min(hi, FLT_MAX)
     return [run_unary(ctx, ins[0], out_metas[0], ACTIVATIONS["Clip"], "f32", "f32", (lo, hi, 0))]
 
 

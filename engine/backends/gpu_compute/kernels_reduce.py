@@ -15,8 +15,8 @@ POS_INF = "bitcast<f32>(0x7f800000u)"
 REDUCE = {
     "ReduceSum": ("0.0", "acc + v", "acc", "false"),
     "ReduceMean": ("0.0", "acc + v", "acc / count", "false"),
-    "ReduceMax": (NEG_INF, "max(acc, v)", "acc", "false"),
-    "ReduceMin": (POS_INF, "min(acc, v)", "acc", "false"),
+    "ReduceMax": (NEG_INF, "max_f(acc, v)", "acc", "false"),
+    "ReduceMin": (POS_INF, "min_f(acc, v)", "acc", "false"),
     "ReduceProd": ("1.0", "acc * v", "acc", "false"),
     "ReduceL1": ("0.0", "acc + abs(v)", "acc", "false"),
     "ReduceL2": ("0.0", "acc + v * v", "sqrt(acc)", "false"),

@@ -28,6 +28,9 @@ def activation(layer) -> tuple[str, list[float]]:
     act = layer.attr("activation") or "Identity"
     params = list(layer.attr("activation_params") or []) or ACTIVATIONS[act]
     params = [float(p) for p in params][:4]
+    if act == "Clip":  # absent bounds are float's lowest()/max(), as for an unfused Clip
+        flt = float(np.finfo(np.float32).max)
+        params = [min(max(p, -flt), flt) for p in params]
     return act, params + [0.0] * (4 - len(params))
 
 

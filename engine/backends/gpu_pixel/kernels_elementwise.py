@@ -99,7 +99,8 @@ def Gelu(be, layer, inputs, in_metas, out_metas):
 
 
 def clip_bounds(layer, metas) -> tuple[float, float]:
-    """(lower, upper) of a Clip: attributes before opset 11, CPU-known inputs after."""
+    """(lower, upper) of a Clip: attributes before opset 11, CPU-known inputs after, within
+    float32's finite range."""
     lo, hi = -np.inf, np.inf
     if layer.opset and layer.opset < 11:
         lo, hi = layer.attr("min", lo), layer.attr("max", hi)
@@ -108,7 +109,9 @@ def clip_bounds(layer, metas) -> tuple[float, float]:
             lo = float(np.asarray(metas[1].value).reshape(-1)[0])
         if len(metas) > 2 and metas[2] is not None:
             hi = float(np.asarray(metas[2].value).reshape(-1)[0])
-    return float(np.float32(lo)), float(np.float32(hi))
+    # an absent bound is float's lowest()/max() (ONNX spec), so -Inf/+Inf become FLT_MAX
+    flt = float(np.finfo(np.float32).max)
+    return float(np.float32(max(lo, -flt))), float(np.float32(min(hi, flt)))
 
 
 def _clip_check(layer, metas):
