@@ -310,3 +310,24 @@ def test_small_cnn_one_nan_pixel(backend, rng):
     want = ort_run(proto, {"x": x})[0]
     got, _ = engine_outputs(proto, {"x": x}, backend)
     assert_ieee_equal(got[0], want)
+
+
+@pytest.mark.parametrize("form", ["residual+Relu", "residual", "SiLU"])
+def test_run_time_fused_forms_keep_nan(form, backend, rng):
+    """Forms the CPU backend fuses when it runs (a residual Add after a Conv, SiLU as
+    Sigmoid*Mul) propagate NaN and Inf like the unfused graph, on every backend."""
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1])
+    if form == "SiLU":
+        nodes = [conv, helper.make_node("Sigmoid", ["c"], ["s"]),
+                 helper.make_node("Mul", ["c", "s"], ["y"])]
+    else:
+        nodes = [conv, helper.make_node("Add", ["c", "x"], ["a" if "Relu" in form else "y"])]
+        if "Relu" in form:
+            nodes.append(helper.make_node("Relu", ["a"], ["y"]))
+    proto = model(nodes, [("x", F, [1, 4, 7, 9])], OUT,
+                  initializers=(("w", _w(rng, 4, 4, 3, 3)), ("b", _w(rng, 4))), opset=13)
+    x = sprinkle(rng.standard_normal((1, 4, 7, 9)).astype(np.float32) * 3, rng, 0.02)
+    got, _ = engine_outputs(proto, {"x": x}, backend)
+    assert_ieee_equal(got[0], ort_unfused(proto, {"x": x}), what=f"{form} on {backend}")
+    got, _ = engine_outputs(proto, {"x": np.full(x.shape, np.nan, np.float32)}, backend)
+    assert np.isnan(got[0]).all(), f"{form} on {backend} hides NaN"
