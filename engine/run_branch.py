@@ -10,6 +10,7 @@ import numpy as np
 
 from engine.errors import KernelError
 from engine.model import Graph, Layer
+from engine.ops.control import taken_branch
 from engine.passes.cpu_forced import forced_names
 from engine.plan import Placement
 from engine.profile import LayerTiming
@@ -24,8 +25,7 @@ def run_if(worker, layer: Layer, ins: list, timings: list[LayerTiming], t_run: f
     if cond.size != 1:
         raise KernelError(f"layer {layer.name!r} (If): the condition must have one element, "
                           f"it has {cond.size}")
-    which = "then" if bool(cond.reshape(-1)[0]) else "else"
-    branch: Graph = layer.attr(f"{which}_branch")
+    which, branch = taken_branch(layer, bool(cond.reshape(-1)[0]))
     outer = {n: s for n, s in zip(layer.captures, ins[len(layer.inputs):]) if s is not None}
     env: dict[str, Any] = dict(outer)
     env.update((n, Slot(meta_of(v), cpu=v)) for n, v in branch.constants.items())

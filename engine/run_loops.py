@@ -76,7 +76,11 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
             for part in parts:
                 _run_step(cpu, part, values)
         elif single is not None:
-            values[single] = result[0] if type(result) is tuple else result
+            if type(result) is tuple:
+                if not result:
+                    raise KernelError(f"layer {layer.name!r} ({layer.op_type}) made no output")
+                result = result[0]
+            values[single] = result
         else:
             outs = result if type(result) is tuple else (result,)
             for i, name in out_names:

@@ -5,7 +5,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from engine import BackendType, ModelLoader, Worker
+from engine import BackendType, EngineError, ModelLoader, Worker
 
 
 def _if_model():
@@ -55,3 +55,18 @@ def test_if_branch_runs_on_the_gpu(backend, require_gpu, rng):
             ran = {t.op_type: t.backend for t in worker.last_profile.layers}
             branch_ops = ("Relu", "Mul") if rate == 16000 else ("Sigmoid",)
             assert all(ran.get(op) == backend for op in branch_ops), ran
+
+
+@pytest.mark.parametrize("backend", ["cpu", "gpu-compute"])
+def test_if_branch_with_missing_output_is_a_kernel_error(backend, request, rng):
+    """A branch making fewer outputs than the If declares is named in the error."""
+    if backend != "cpu":
+        request.getfixturevalue("require_gpu")
+    proto = _if_model()
+    else_branch = next(a for a in proto.graph.node[2].attribute if a.name == "else_branch")
+    del else_branch.g.output[:]
+    model = ModelLoader.load(proto.SerializeToString())
+    with Worker(model, backend) as worker:
+        feeds = {"x": rng.normal(size=(3, 8)).astype(np.float32), "rate": np.array(8000)}
+        with pytest.raises(EngineError, match="else branch makes 0 output"):
+            worker.schedule(feeds).peek_output().download_to_array()

@@ -14,6 +14,7 @@ from engine.backends.cpu.interpreter import run_graph
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.model import Graph, Layer, TensorSpec
+from engine.ops.control import taken_branch
 
 
 def _split(layer: Layer, inputs: list) -> tuple[list, dict[str, Any]]:
@@ -46,8 +47,7 @@ def _empty_like_spec(spec: TensorSpec, lead: int = 0) -> np.ndarray:
 @cpu_kernel("If")
 def If(layer: Layer, inputs):
     (cond,), outer = _split(layer, inputs)
-    branch: Graph = layer.attr("then_branch") if bool(_scalar(cond, "the condition", layer)) \
-        else layer.attr("else_branch")
+    _, branch = taken_branch(layer, bool(_scalar(cond, "the condition", layer)))
     outs = run_graph(branch, {}, outer)
     return tuple(outs)
 
