@@ -202,7 +202,7 @@ class Worker:
                               tuple(layer.all_inputs()), single,
                               [(i, n) for i, n in enumerate(layer.outputs) if n], tuple(gone)))
             self._cpu_plan = {False: [st + ((), None) for st in steps],
-                              True: fuse_steps(steps)}
+                              True: fuse_steps(steps, self._constants)}
         return self._cpu_plan[fused]
 
     # -- scheduling -----------------------------------------------------------------------
@@ -261,6 +261,9 @@ class Worker:
                 raise EngineError(f"capture must be a list of tensor names or 'all', "
                                   f"not {capture!r}")
             return produced
+        if isinstance(capture, (bytes, bool, int, float)) or not hasattr(capture, "__iter__"):
+            raise EngineError(f"capture must be a list of tensor names or 'all', "
+                              f"not {capture!r}")
         known = set(produced) | {s.name for s in self.model.inputs}
         names = list(dict.fromkeys(capture))
         for n in names:

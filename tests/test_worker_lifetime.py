@@ -127,6 +127,8 @@ def test_capture_returns_the_engines_intermediates(backend, rng, request):
             worker.peek_output("r")
         with pytest.raises(EngineError, match="no such tensor"):
             worker.schedule(feeds, capture=["nope"])
+        with pytest.raises(EngineError, match="list of tensor names or 'all'"):
+            worker.schedule(feeds, capture=True)
 
 
 def test_capture_reports_tensors_removed_by_fusion(rng):
