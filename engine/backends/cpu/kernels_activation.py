@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from engine.backends.cpu import fastmath
 from engine.backends.cpu.kernel_util import same
 from engine.backends.cpu.registry import cpu_kernel
 
@@ -79,11 +80,15 @@ def _shrink(layer, x):
 
 @_act("Erf")
 def _erf(layer, x):
+    if x.dtype == np.float32:
+        return fastmath.erf(x)
     return special.erf(x)
 
 
 @_act("Gelu")
 def _gelu(layer, x):
+    if x.dtype == np.float32:
+        return fastmath.gelu(x, layer.attr("approximate", "none") == "tanh")
     xd = x.astype(np.float64)
     if layer.attr("approximate", "none") == "tanh":
         return 0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)))

@@ -9,6 +9,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu.activation import carr
+from engine.backends.cpu.fastmath import exp_f32
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
@@ -216,6 +217,33 @@ def softmax(x, out, log, r0, r1):
                 out[o, j, i] = np.exp(x[o, j, i] - m) * inv
 
 
+@njit(nogil=True, cache=True, error_model="numpy",
+      fastmath={"contract", "arcp", "afn", "reassoc"})
+def softmax_last_f32(x, out, log, r0, r1):
+    """float32 rows of x, out: (rows, L) normalised over L for rows r0:r1, with the
+    vectorised exp; each exponential is computed once and kept in ``out``. ``reassoc`` lets
+    the max and the sum vectorise; a NaN still reaches every output of its row."""
+    L = x.shape[1]
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        m = xr[0]
+        for j in range(1, L):
+            m = max(m, xr[j])
+        s = np.float32(0.0)
+        for j in range(L):
+            e = exp_f32(xr[j] - m)
+            orow[j] = e
+            s += e
+        if log:
+            ls = np.log(s)
+            for j in range(L):
+                orow[j] = xr[j] - m - ls
+        else:
+            inv = np.float32(1.0) / s
+            for j in range(L):
+                orow[j] *= inv
+
+
 def _softmax_numpy(layer, x, log, coerce_2d):
     axis = int(layer.attr("axis", 1 if coerce_2d else -1))
     axis = axis + x.ndim if axis < 0 else axis
@@ -242,6 +270,11 @@ def _softmax(layer, x, log: bool, coerce_2d: bool):
         L, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
     out = np.empty(x.shape, x.dtype)
     if x.size:
+        if inner == 1 and x.dtype == np.float32:
+            x2, o2 = carr(x).reshape(outer, L), out.reshape(outer, L)
+            parallel_for(lambda lo, hi: softmax_last_f32(x2, o2, log, lo, hi), outer,
+                         grain=max(1, 16384 // max(1, L)))
+            return out
         x3, o3 = carr(x).reshape(outer, L, inner), out.reshape(outer, L, inner)
         parallel_for(lambda lo, hi: softmax(x3, o3, log, lo, hi), outer * inner,
                      grain=max(1, 16384 // max(1, L)))

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.backends.cpu.fastmath import sigmoid_f32, tanh_f32
+
 
 def lstm_fast_ok(layer, inputs) -> bool:
     x = inputs[0]
@@ -44,27 +46,36 @@ def _weights(layer, w, r, b, hidden: int) -> _Weights:
     return k
 
 
-@njit(nogil=True, cache=True, fastmath={"contract", "arcp", "afn"})
+@njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
 def lstm_recurrence(xw, rt, h, c, y, reverse):
     """xw: (seq, batch, 4h) input projections with both biases; rt: (h, 4h); h, c: (batch, h)
-    initial state, updated in place; y: (seq, batch, h) outputs. Gate order i, o, f, c."""
+    initial state, updated in place; y: (seq, batch, h) outputs. Gate order i, o, f, c.
+
+    ``h @ R^T`` is a hand loop into the gate accumulator, not a BLAS call: streaming models
+    run a few rows per step, where a GEMM call per step costs more than its arithmetic."""
     seq = xw.shape[0]
     H = h.shape[1]
+    acc = np.empty(4 * H, np.float32)
     for s in range(seq):
         t = seq - 1 - s if reverse else s
-        g = np.dot(h, rt)
         xt = xw[t]
         yt = y[t]
         for n in range(h.shape[0]):
-            gn, xn, hn, cn, yn = g[n], xt[n], h[n], c[n], yt[n]
+            xn, hn, cn, yn = xt[n], h[n], c[n], yt[n]
+            acc[:] = xn
+            for k in range(H):
+                hk = hn[k]
+                rk = rt[k]
+                for j in range(4 * H):
+                    acc[j] += hk * rk[j]
             for j in range(H):
-                i = 1.0 / (1.0 + np.exp(-(gn[j] + xn[j])))
-                o = 1.0 / (1.0 + np.exp(-(gn[H + j] + xn[H + j])))
-                f = 1.0 / (1.0 + np.exp(-(gn[2 * H + j] + xn[2 * H + j])))
-                cc = np.tanh(gn[3 * H + j] + xn[3 * H + j])
+                i = sigmoid_f32(acc[j])
+                o = sigmoid_f32(acc[H + j])
+                f = sigmoid_f32(acc[2 * H + j])
+                cc = tanh_f32(acc[3 * H + j])
                 cv = f * cn[j] + i * cc
                 cn[j] = cv
-                hv = o * np.tanh(cv)
+                hv = o * tanh_f32(cv)
                 hn[j] = hv
                 yn[j] = hv
 

@@ -1,0 +1,60 @@
+"""The CPU's vectorised float32 exp/tanh/sigmoid/erf against float64 NumPy/SciPy."""
+
+import numpy as np
+import pytest
+from numba import njit
+from scipy import special
+
+from engine.backends.cpu import fastmath
+
+
+def _loop(fn):
+    @njit(error_model="numpy", fastmath={"contract", "arcp", "afn"})
+    def apply(x, out):
+        for i in range(x.size):
+            out[i] = fn(x[i])
+    return apply
+
+
+CASES = {
+    "exp": (fastmath.exp_f32, np.exp),
+    "tanh": (fastmath.tanh_f32, np.tanh),
+    "sigmoid": (fastmath.sigmoid_f32, special.expit),
+    "erf": (fastmath.erf_f32, special.erf),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_fast_function_matches_float64(name, rng):
+    fast, ref = CASES[name]
+    x = np.concatenate([rng.standard_normal(20000) * s for s in (0.05, 0.5, 2, 8, 40)]
+                       + [rng.uniform(-110, 95, 20000)]).astype(np.float32)
+    special_values = np.array([np.nan, np.inf, -np.inf, 0.0, 88.5, 89.0, -87.5, -103.0],
+                              np.float32)
+    x = np.concatenate([x, special_values])
+    got = np.empty_like(x)
+    _loop(fast)(x, got)
+    with np.errstate(over="ignore", under="ignore"):
+        want = ref(x.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want) & ~np.isnan(got)
+    if name == "exp":
+        normal = finite & (want > 1.2e-38) & (want < 3.4e38)
+        assert np.max(np.abs(got[normal] - want[normal]) / want[normal]) < 2.5e-7
+        assert np.array_equal(np.isinf(got), np.isinf(want.astype(np.float32)))
+    else:
+        assert np.max(np.abs(got[finite] - want[finite])) < 3e-7
+        inf = np.isinf(x)
+        np.testing.assert_array_equal(got[inf], want[inf])
+
+
+@pytest.mark.parametrize("tanh_form", [False, True])
+def test_array_gelu_and_erf(tanh_form, rng):
+    x = (rng.standard_normal((3, 70001)) * 3).astype(np.float32)
+    xd = x.astype(np.float64)
+    if tanh_form:
+        want = 0.5 * xd * (1 + np.tanh(np.sqrt(2 / np.pi) * (xd + 0.044715 * xd**3)))
+    else:
+        want = 0.5 * xd * (1 + special.erf(xd / np.sqrt(2)))
+    np.testing.assert_allclose(fastmath.gelu(x, tanh_form), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(fastmath.erf(x), special.erf(xd), rtol=0, atol=3e-7)
