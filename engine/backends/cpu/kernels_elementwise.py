@@ -89,6 +89,15 @@ def Div(layer, inputs):
 @cpu_kernel("Pow")
 def Pow(layer, inputs):
     a, b = inputs
+    if a.dtype.kind == "f" and b.size == 1 and b.ndim <= a.ndim:
+        # exporters' x**2 (variance) and x**3 (tanh GELU): products, not the general power
+        e = float(b.reshape(-1)[0])
+        if e == 2.0:
+            return _same(a, np.multiply(a, a).reshape(np.broadcast_shapes(a.shape, b.shape)))
+        if e == 3.0:
+            y = np.multiply(a, a)
+            y *= a
+            return _same(a, y.reshape(np.broadcast_shapes(a.shape, b.shape)))
     return _same(a, np.power(a, b.astype(a.dtype) if a.dtype.kind == "f" else b))
 
 

@@ -9,7 +9,8 @@ reads, saving a pass over memory and a layer's dispatch:
   still in cache;
 * Conv -> Sigmoid + Mul (SiLU), Conv -> HardSigmoid + Mul, Conv -> HardSwish: the
   activation becomes the Conv's epilogue (when the Conv has no fused activation yet);
-* BatchNormalization -> Relu: one scale, shift and clamp pass.
+* BatchNormalization -> Relu: one scale, shift and clamp pass;
+* attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``.
 
 The fused step runs where the last absorbed layer was (every input it reads exists by
 then). When a kernel cannot take the fused form at run time (other dtype, a residual that
@@ -26,6 +27,11 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
+from engine.backends.cpu.step_fusion_nlp import (
+    match_attention,
+    match_gelu,
+    match_gelu_tanh,
+)
 
 NO_POST = (ACT_NONE, 0.0, 0.0)
 
@@ -34,11 +40,13 @@ def _plain(layer) -> bool:
     return layer.domain in ("", "ai.onnx") and not layer.captures
 
 
-def fuse_steps(steps: list[tuple]) -> list[tuple]:
+def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]:
     """``steps`` as ``Worker._cpu_steps`` makes them (their ``gone`` lists say which names
     may be dropped) -> steps with fused chains, and two more fields: the layers a step
     absorbed (timed as 0 ms, yielded after it) and the original steps it replaces (run one
-    by one when the fused kernel declines), or None."""
+    by one when the fused kernel declines), or None. ``constants`` (the model's) let
+    matchers check scalar factors such as an attention scale."""
+    constants = constants or {}
     users: dict[str, list[int]] = {}
     for i, st in enumerate(steps):
         for n in st[2]:
@@ -62,6 +70,12 @@ def fuse_steps(steps: list[tuple]) -> list[tuple]:
             fused = _conv_chain(i, steps, st[3], only_users)
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
             fused = _bn_relu(i, steps, st[3], only_users)
+        elif layer.op_type == "MatMul":
+            fused = match_attention(i, steps, st[3], only_users, constants)
+        elif layer.op_type in ("Div", "Mul"):
+            fused = match_gelu(i, steps, st[3], only_users, constants)
+        elif layer.op_type == "Pow":
+            fused = match_gelu_tanh(i, steps, st[3], only_users, constants)
         else:
             fused = None
         if fused is None:
@@ -70,11 +84,13 @@ def fuse_steps(steps: list[tuple]) -> list[tuple]:
         if any(j in owner or steps[j][1] is None for j in parts):
             continue
         inside = {n for j in (i, *parts) for _, n in steps[j][4]}
-        ins = st[2] + tuple(n for j in parts for n in steps[j][2] if n and n not in inside)
-        last = max(parts)
-        at[last] = (layer, fn, ins, out_name, [(0, out_name)], (),
-                    tuple(steps[j][0] for j in sorted(parts)),
-                    [steps[j] + ((), None) for j in (i, *sorted(parts))])
+        ins = getattr(fn, "wants", None) or \
+            st[2] + tuple(n for j in parts for n in steps[j][2] if n and n not in inside)
+        order = sorted((i, *parts))  # torch's GELU computes x/2 before the chain's Div
+        last = order[-1]
+        at[last] = (steps[order[0]][0], fn, ins, out_name, [(0, out_name)], (),
+                    tuple(steps[j][0] for j in order[1:]),
+                    [steps[j] + ((), None) for j in order])
         for j in (i, *parts):
             owner[j] = last
     out: list[tuple] = []

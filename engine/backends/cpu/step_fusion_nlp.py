@@ -1,0 +1,199 @@
+"""Transformer chains the CPU plan fuses (called by ``step_fusion.fuse_steps``).
+
+* Attention: MatMul(Q, K) [-> Div or Mul by a scalar constant] [-> Add(mask) or
+  Where(keep, ., scalar)] -> Softmax(axis=-1) -> MatMul(., V), run block by block
+  (``kernels_attention_fused.attention``).
+* GELU written out with Erf, as exporters do: Div(x, sqrt 2) or Mul(x, 1/sqrt 2) -> Erf ->
+  Add 1 -> Mul x (or Mul x/2) [-> Mul 0.5], one vectorised pass;
+* GELU's tanh form as GPT-2 exports it: Pow(x, 3) -> Mul 0.044715 -> Add x ->
+  Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul x -> Mul 0.5.
+
+A matcher gets the step index of the chain's first layer, and returns (fn, parts, output
+name) with ``fn.wants`` naming the tensors ``fn`` reads, or None.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine.backends.cpu import fastmath
+from engine.backends.cpu.kernels_attention_fused import (
+    MASK_ADD,
+    MASK_KEEP,
+    MASK_NONE,
+    attention,
+)
+
+
+def _plain(layer) -> bool:
+    return layer.domain in ("", "ai.onnx") and not layer.captures
+
+
+def _scalar(constants: dict, name: str) -> float | None:
+    value = constants.get(name)
+    if value is None or np.size(value) != 1 or np.asarray(value).dtype.kind != "f":
+        return None
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def _near(value: float | None, target: float) -> bool:
+    return value is not None and abs(value - target) <= 1e-5 * abs(target)
+
+
+class _Chain:
+    """Walks a chain of single-user steps from one output name."""
+
+    def __init__(self, steps, only_users):
+        self.steps, self.only_users = steps, only_users
+
+    def next(self, name: str, *op_types: str):
+        """(step index, layer, other input names) of the only reader of ``name`` when it is
+        a plain single-output layer of one of ``op_types``, else None."""
+        u = self.only_users(name, 1)
+        if u is None:
+            return None
+        st = self.steps[u[0]]
+        if st[0].op_type not in op_types or not _plain(st[0]) or st[3] is None \
+                or st[1] is None:
+            return None
+        return u[0], st[0], [n for n in st[2] if n != name] if st[2].count(name) == 1 else None
+
+
+def match_attention(i, steps, t, only_users, constants):
+    chain, parts = _Chain(steps, only_users), []
+    q, k = steps[i][2][:2]
+    if len(steps[i][2]) != 2 or not q or not k:
+        return None
+    scale, mask, mode, fill = 1.0, None, MASK_NONE, 0.0
+    nxt = chain.next(t, "Div", "Mul", "Add", "Where", "Softmax")
+    if nxt is not None and nxt[1].op_type in ("Div", "Mul") and nxt[2] is not None:
+        c = _scalar(constants, nxt[2][0])
+        if c is None or c == 0.0 or (nxt[1].op_type == "Div" and steps[nxt[0]][2][0] != t):
+            return None
+        scale = 1.0 / c if nxt[1].op_type == "Div" else c
+        parts.append(nxt[0])
+        t = steps[nxt[0]][3]
+        nxt = chain.next(t, "Add", "Where", "Softmax")
+    if nxt is not None and nxt[1].op_type == "Add" and nxt[2]:
+        mask, mode = nxt[2][0], MASK_ADD
+    elif nxt is not None and nxt[1].op_type == "Where" and nxt[2] is not None:
+        ins = steps[nxt[0]][2]
+        fill_value = _scalar(constants, ins[2])
+        if ins[1] != t or fill_value is None:
+            return None
+        mask, mode, fill = ins[0], MASK_KEEP, fill_value
+    if mode != MASK_NONE:
+        parts.append(nxt[0])
+        t = steps[nxt[0]][3]
+        nxt = chain.next(t, "Softmax")
+    if nxt is None or nxt[1].op_type != "Softmax" or nxt[1].attr("axis", None) != -1:
+        return None
+    parts.append(nxt[0])
+    nxt = chain.next(steps[nxt[0]][3], "MatMul")
+    if nxt is None or steps[nxt[0]][2][0] != steps[parts[-1]][3] or not nxt[2]:
+        return None
+    parts.append(nxt[0])
+    v = nxt[2][0]
+
+    def fused_attention(layer, args):
+        m = args[2] if mode != MASK_NONE else None
+        return attention(args[0], args[1], args[-1], scale, m, mode, fill)
+
+    fused_attention.wants = (q, k, mask, v) if mode != MASK_NONE else (q, k, v)
+    return fused_attention, parts, steps[nxt[0]][3]
+
+
+def match_gelu(i, steps, t, only_users, constants):
+    chain = _Chain(steps, only_users)
+    layer, ins = steps[i][0], steps[i][2]
+    if len(ins) != 2:
+        return None
+    if layer.op_type == "Div" and _near(_scalar(constants, ins[1]), math.sqrt(2.0)):
+        x = ins[0]
+    elif layer.op_type == "Mul" and _near(_scalar(constants, ins[1]), math.sqrt(0.5)):
+        x = ins[0]
+    elif layer.op_type == "Mul" and _near(_scalar(constants, ins[0]), math.sqrt(0.5)):
+        x = ins[1]
+    else:
+        return None
+    erf = chain.next(t, "Erf")
+    if erf is None:
+        return None
+    one = chain.next(steps[erf[0]][3], "Add")
+    if one is None or not one[2] or not _near(_scalar(constants, one[2][0]), 1.0):
+        return None
+    mul = chain.next(steps[one[0]][3], "Mul")
+    if mul is None or not mul[2]:
+        return None
+    parts = [erf[0], one[0], mul[0]]
+    other = mul[2][0]
+    if other != x:  # torch's form: (x * 0.5) * (1 + erf(...)), the half computed first
+        half = next((j for j, st in enumerate(steps) if st[3] == other), None)
+        if half is None or steps[half][0].op_type != "Mul" or not _plain(steps[half][0]) \
+                or only_users(other, 1) != [mul[0]] or steps[half][1] is None \
+                or sorted(steps[half][2], key=str) != sorted([x, _const_of(steps[half], x)],
+                                                             key=str) \
+                or not _near(_scalar(constants, _const_of(steps[half], x)), 0.5):
+            return None
+        parts.append(half)
+        out = steps[mul[0]][3]
+    else:
+        last = chain.next(steps[mul[0]][3], "Mul")
+        if last is None or not last[2] or not _near(_scalar(constants, last[2][0]), 0.5):
+            return None
+        parts.append(last[0])
+        out = steps[last[0]][3]
+
+    def fused_gelu(layer, args):
+        x_value = args[0]
+        return fastmath.gelu(x_value, False) if x_value.dtype == np.float32 else None
+
+    fused_gelu.wants = (x,)
+    return fused_gelu, parts, out
+
+
+def match_gelu_tanh(i, steps, t, only_users, constants):
+    chain = _Chain(steps, only_users)
+    ins = steps[i][2]
+    if len(ins) != 2 or not _near(_scalar(constants, ins[1]), 3.0):
+        return None
+    x, parts = ins[0], []
+
+    def step(name, op_type, want):
+        nxt = chain.next(name, op_type)
+        if nxt is None or not nxt[2] or (want is not None and (
+                nxt[2][0] != want if isinstance(want, str)
+                else not _near(_scalar(constants, nxt[2][0]), want))):
+            return None
+        parts.append(nxt[0])
+        return steps[nxt[0]][3]
+
+    t = step(t, "Mul", 0.044715)
+    t = t and step(t, "Add", x)
+    t = t and step(t, "Mul", math.sqrt(2 / math.pi))
+    if t is None:
+        return None
+    nxt = chain.next(t, "Tanh")
+    if nxt is None:
+        return None
+    parts.append(nxt[0])
+    t = step(steps[nxt[0]][3], "Add", 1.0)
+    t = t and step(t, "Mul", x)
+    t = t and step(t, "Mul", 0.5)
+    if t is None:
+        return None
+
+    def fused_gelu_tanh(layer, args):
+        x_value = args[0]
+        return fastmath.gelu(x_value, True) if x_value.dtype == np.float32 else None
+
+    fused_gelu_tanh.wants = (x,)
+    return fused_gelu_tanh, parts, t
+
+
+def _const_of(step, x: str) -> str:
+    """The input of a two-input step that is not ``x``."""
+    a, b = (step[2] + ("", ""))[:2]
+    return b if a == x else a

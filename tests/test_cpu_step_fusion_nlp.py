@@ -1,0 +1,161 @@
+"""The CPU plan's transformer fusions (attention, Erf-form GELU) against onnxruntime."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from scipy import special
+
+from engine import ModelLoader, Worker
+
+F = TensorProto.FLOAT
+
+
+def _run(proto, feeds, fused_steps):
+    model = ModelLoader.from_proto(proto)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(proto.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    want = sess.run(None, feeds)[0]
+    with Worker(model, "cpu") as worker:
+        assert sum(1 for s in worker._cpu_steps() if s[6]) == fused_steps
+        worker.schedule(feeds)
+        got = worker.peek_output("y").download_to_array()
+        assert [t.name for t in worker.last_profile.layers] == [x.name for x in model.layers]
+        worker.schedule(feeds, capture="all")  # captures run the unfused plan
+        unfused = worker.peek_output("y").download_to_array()
+    return got, unfused, want
+
+
+def _attention_model(scale_op, mask, heads=3, seq=37, keys=45, dh=16):
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s0"])]
+    inits = {}
+    last = "s0"
+    if scale_op:
+        c = math.sqrt(dh) if scale_op == "Div" else 1 / math.sqrt(dh)
+        inits["c"] = np.array(c, np.float32)
+        nodes.append(helper.make_node(scale_op, ["s0", "c"], ["s1"]))
+        last = "s1"
+    inputs = [helper.make_tensor_value_info("q", F, ["b", heads, "s", dh]),
+              helper.make_tensor_value_info("k", F, ["b", heads, dh, "m"]),
+              helper.make_tensor_value_info("v", F, ["b", heads, "m", 8])]
+    if mask == "add":
+        inputs.append(helper.make_tensor_value_info("mask", F, ["b", 1, 1, "m"]))
+        nodes.append(helper.make_node("Add", [last, "mask"], ["s2"]))
+        last = "s2"
+    elif mask == "where":
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.BOOL, ["s", "m"]))
+        inits["fill"] = np.array(-np.inf, np.float32)
+        nodes.append(helper.make_node("Where", ["mask", last, "fill"], ["s2"]))
+        last = "s2"
+    nodes += [helper.make_node("Softmax", [last], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["y"])]
+    graph = helper.make_graph(nodes, "attn", inputs,
+                              [helper.make_tensor_value_info("y", F, ["?"] * 4)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("scale_op", [None, "Div", "Mul"])
+@pytest.mark.parametrize("mask", [None, "add", "where"])
+def test_attention_chain_is_one_step(scale_op, mask, rng):
+    b, h, s, m, dh = 2, 3, 37, 45, 16
+    feeds = {"q": rng.normal(size=(b, h, s, dh)).astype(np.float32),
+             "k": rng.normal(size=(b, h, dh, m)).astype(np.float32),
+             "v": rng.normal(size=(b, h, m, 8)).astype(np.float32)}
+    if mask == "add":
+        feeds["mask"] = np.where(rng.random((b, 1, 1, m)) < 0.3, -1e4, 0).astype(np.float32)
+    elif mask == "where":
+        feeds["mask"] = rng.random((s, m)) < 0.8
+        feeds["mask"][:, 0] = True  # no fully masked row (that row is NaN everywhere)
+    got, unfused, want = _run(_attention_model(scale_op, mask), feeds, 1)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    np.testing.assert_allclose(unfused, want, rtol=2e-5, atol=2e-6)
+
+
+def test_attention_with_a_long_sequence_uses_several_blocks(rng):
+    feeds = {"q": rng.normal(size=(1, 3, 700, 16)).astype(np.float32),
+             "k": rng.normal(size=(1, 3, 16, 700)).astype(np.float32),
+             "v": rng.normal(size=(1, 3, 700, 8)).astype(np.float32)}
+    got, _, want = _run(_attention_model("Div", None), feeds, 1)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+def test_attention_nan_reaches_its_row(rng):
+    feeds = {"q": rng.normal(size=(1, 3, 37, 16)).astype(np.float32),
+             "k": rng.normal(size=(1, 3, 16, 45)).astype(np.float32),
+             "v": rng.normal(size=(1, 3, 45, 8)).astype(np.float32)}
+    feeds["q"][0, 1, 5, 3] = np.nan
+    got, _, want = _run(_attention_model("Div", None), feeds, 1)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.isnan(got).any()
+
+
+def _gelu_model(torch_form: bool, shape=("n", 64)):
+    inits = {"r2": np.array(math.sqrt(2), np.float32), "one": np.array(1, np.float32),
+             "half": np.array(0.5, np.float32)}
+    e = [helper.make_node("Div", ["x", "r2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+         helper.make_node("Add", ["e", "one"], ["a"])]
+    if torch_form:
+        nodes = [helper.make_node("Mul", ["x", "half"], ["h"]), *e,
+                 helper.make_node("Mul", ["h", "a"], ["y"])]
+    else:
+        nodes = e + [helper.make_node("Mul", ["x", "a"], ["m"]),
+                     helper.make_node("Mul", ["m", "half"], ["y"])]
+    graph = helper.make_graph(nodes, "gelu", [helper.make_tensor_value_info("x", F, shape)],
+                              [helper.make_tensor_value_info("y", F, ["?"] * 2)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("torch_form", [False, True])
+def test_erf_gelu_chain_is_one_step(torch_form, rng):
+    x = (rng.normal(size=(33, 64)) * 3).astype(np.float32)
+    x[0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    got, unfused, want = _run(_gelu_model(torch_form), {"x": x}, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(unfused, want, rtol=1e-5, atol=1e-6)
+
+
+def test_gelu_of_float64_runs_the_layers_one_by_one(rng):
+    """The fused kernel declines float64; the layers run one by one (onnxruntime has no
+    float64 Erf, so the reference is SciPy in float64)."""
+    proto = _gelu_model(False)
+    proto.graph.input[0].type.tensor_type.elem_type = TensorProto.DOUBLE
+    proto.graph.output[0].type.tensor_type.elem_type = TensorProto.DOUBLE
+    for init in proto.graph.initializer:
+        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
+                                              init.name))
+    x = rng.normal(size=(5, 64))
+    with Worker(ModelLoader.from_proto(proto), "cpu") as worker:
+        assert sum(1 for s in worker._cpu_steps() if s[6]) == 1
+        got = worker.schedule({"x": x}).peek_output("y").download_to_array()
+    root2 = float(np.float32(math.sqrt(2)))  # the model's constant, made in float32
+    np.testing.assert_allclose(got, 0.5 * x * (1 + special.erf(x / root2)), rtol=1e-12)
+
+
+def test_tanh_gelu_chain_is_one_step(rng):
+    """GPT-2's spelling: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    inits = {"three": 3.0, "c": 0.044715, "k": math.sqrt(2 / math.pi), "one": 1.0, "half": 0.5}
+    nodes = [helper.make_node("Pow", ["x", "three"], ["p"]),
+             helper.make_node("Mul", ["p", "c"], ["pc"]),
+             helper.make_node("Add", ["x", "pc"], ["s"]),
+             helper.make_node("Mul", ["s", "k"], ["sk"]),
+             helper.make_node("Tanh", ["sk"], ["t"]),
+             helper.make_node("Add", ["t", "one"], ["a"]),
+             helper.make_node("Mul", ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["m", "half"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "gelu_tanh", [helper.make_tensor_value_info("x", F, ["n", 64])],
+        [helper.make_tensor_value_info("y", F, ["?"] * 2)],
+        [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in inits.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = (rng.normal(size=(33, 64)) * 3).astype(np.float32)
+    got, unfused, want = _run(proto, {"x": x}, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
+    np.testing.assert_allclose(unfused, want, rtol=1e-5, atol=2e-6)
