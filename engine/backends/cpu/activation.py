@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from engine.backends.cpu.fastmath import sigmoid_any, tanh_any
 from engine.errors import KernelError
 from engine.model import Layer
 
@@ -57,9 +58,10 @@ def act_params(act: tuple[int, float, float], dtype) -> np.ndarray:
 def _act(v, act, p0, p1):
     """The activation of one value. Comparisons are written so that a NaN ``v`` fails
     them all and comes out as NaN (IEEE), never as a bound: ``min``/``max`` would drop it.
-    The parameters are finite (``act_params``), so ``p0 * 0`` is a zero of v's type where
-    ``v * 0`` would be NaN for an infinite ``v``."""
-    zero = p0 * 0
+    The parameters are finite (``act_params``), so ``p0 - p0`` is a zero of v's type where
+    ``v * 0`` would be NaN for an infinite ``v`` (and ``p0 * 0`` is float64 in Numba for a
+    float32 ``p0``, which sends the whole epilogue through float64 and libm)."""
+    zero = p0 - p0
     if act == ACT_RELU:
         return zero if v <= zero else v
     if act == ACT_LEAKY:
@@ -67,36 +69,30 @@ def _act(v, act, p0, p1):
     if act == ACT_CLIP:
         return p0 if v < p0 else (p1 if v > p1 else v)
     if act == ACT_SIGMOID:
-        if v >= zero:
-            return 1 / (1 + np.exp(-v))
-        e = np.exp(v)
-        return e / (1 + e)
+        return sigmoid_any(v)
     if act == ACT_HARDSIGMOID:
         t = v * p0 + p1
         return zero if t < zero else (zero + 1 if t > zero + 1 else t)
     if act == ACT_TANH:
-        return np.tanh(v)
+        return tanh_any(v)
     if act == ACT_SILU:
-        if v >= zero:
-            return v / (1 + np.exp(-v))
-        e = np.exp(v)
-        return v * e / (1 + e)
+        return v * sigmoid_any(v)
     if act == ACT_XHARDSIGMOID:
         return v * min(max(v * p0 + p1, zero), zero + 1)
     return v
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
     """In place on block ``r0:r1, c0:c1`` of a 2-D ``y``: ``y[r] = act(y[r] + bias[r])``; an
     empty bias adds nothing. ``params`` holds the activation's two parameters in y's dtype."""
     p0, p1 = params[0], params[1]
     for r in range(r0, r1):
-        b = bias[r] if bias.shape[0] > 0 else p0 * 0
+        b = bias[r] if bias.shape[0] > 0 else p0 - p0
         # rows indexed from 0 (no negative-index wraparound) and the common activations in
         # their own branch-free loops, so that LLVM vectorises them
         row = y[r, c0:c1]
-        zero = p0 * 0
+        zero = p0 - p0
         if act == ACT_NONE:
             for c in range(c1 - c0):
                 row[c] += b
@@ -108,18 +104,22 @@ def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
             for c in range(c1 - c0):
                 v = row[c] + b
                 row[c] = p0 if v < p0 else (p1 if v > p1 else v)
+        elif act == ACT_SILU:
+            for c in range(c1 - c0):
+                v = row[c] + b
+                row[c] = v * sigmoid_any(v)
         else:
             for c in range(c1 - c0):
                 row[c] = _act(row[c] + b, act, p0, p1)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def bias_res_act_rows(y, bias, act, params, res, post, pparams, r0, r1, c0, c1):
     """``bias_act_rows`` followed by a residual: ``y = post(act(y + bias) + res)`` on block
     ``r0:r1, c0:c1``; ``res`` has y's shape, ``pparams`` holds ``post``'s parameters."""
     p0, p1 = params[0], params[1]
     q0, q1 = pparams[0], pparams[1]
-    zero = p0 * 0
+    zero = p0 - p0
     for r in range(r0, r1):
         b = bias[r] if bias.shape[0] > 0 else zero
         row = y[r, c0:c1]

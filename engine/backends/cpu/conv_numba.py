@@ -135,7 +135,7 @@ def col2im(cols, out, g, m0, m1):
 FAST_FINITE_FREE = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
 
-@njit(nogil=True, cache=True, fastmath=FAST_FINITE_FREE)
+@njit(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
 def depthwise2d(x, w, out, g, mult, bias, act, params, m0, m1):
     """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow);
     ``bias`` (M,) or empty, then the fused activation ``act`` (any ``activation`` code, the
@@ -187,7 +187,7 @@ def depthwise2d(x, w, out, g, mult, bias, act, params, m0, m1):
                 src = flat[a * sw + b, ai * Wq + bj:]
                 for t in range(L):
                     acc[t] += wv * src[t]
-        bv = bias[m] if bias.shape[0] > 0 else p0 * 0
+        bv = bias[m] if bias.shape[0] > 0 else p0 - p0
         for y in range(oh):
             o = out[m, y]
             av = acc[y * Wq:]

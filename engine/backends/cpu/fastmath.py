@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 from engine.backends.cpu.threads import parallel_for
 
@@ -146,6 +146,46 @@ def erf_f32(x):
     return small if a < _ONE else (big if a == a else x)
 
 
+def sigmoid_any(v):
+    """sigmoid of a scalar of any float type inside Numba code: the fast form for float32,
+    libm for others (float64 keeps its precision)."""
+
+
+def tanh_any(v):
+    """tanh of a scalar of any float type inside Numba code (fast for float32)."""
+
+
+def exp_any(v):
+    """e**v of a scalar of any float type inside Numba code (fast for float32)."""
+
+
+@overload(exp_any)
+def _exp_any(v):
+    if v == types.float32:
+        return lambda v: exp_f32(v)
+    return lambda v: np.exp(v)
+
+
+@overload(sigmoid_any)
+def _sigmoid_any(v):
+    if v == types.float32:
+        return lambda v: sigmoid_f32(v)
+
+    def precise(v):
+        if v >= 0:
+            return 1 / (1 + np.exp(-v))
+        e = np.exp(v)
+        return e / (1 + e)
+    return precise
+
+
+@overload(tanh_any)
+def _tanh_any(v):
+    if v == types.float32:
+        return lambda v: tanh_f32(v)
+    return lambda v: np.tanh(v)
+
+
 _LOOP = dict(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
 _SQRT_HALF = F(0.7071067811865476)
 _TANH_GELU_K, _TANH_GELU_C = F(0.7978845608028654), F(0.044715)
@@ -171,6 +211,18 @@ def _gelu_tanh_rows(x, out, lo, hi):
         out[i] = _HALF * v * (_ONE + tanh_f32(_TANH_GELU_K * (v + _TANH_GELU_C * v * v * v)))
 
 
+@njit(**_LOOP)
+def _sigmoid_rows(x, out, lo, hi):
+    for i in range(lo, hi):
+        out[i] = sigmoid_f32(x[i])
+
+
+@njit(**_LOOP)
+def _tanh_rows(x, out, lo, hi):
+    for i in range(lo, hi):
+        out[i] = tanh_f32(x[i])
+
+
 def _map(rows, x: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
@@ -181,6 +233,16 @@ def _map(rows, x: np.ndarray) -> np.ndarray:
 def erf(x: np.ndarray) -> np.ndarray:
     """erf of a float32 array, over the CPU threads."""
     return _map(_erf_rows, x)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Logistic sigmoid of a float32 array, over the CPU threads."""
+    return _map(_sigmoid_rows, x)
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    """tanh of a float32 array, over the CPU threads."""
+    return _map(_tanh_rows, x)
 
 
 def gelu(x: np.ndarray, tanh_form: bool) -> np.ndarray:

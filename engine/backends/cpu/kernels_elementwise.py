@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from engine.backends.cpu import fastmath
 from engine.backends.cpu.activation import relu_into
 from engine.backends.cpu.registry import cpu_kernel
 
@@ -53,6 +54,8 @@ def Relu(layer, inputs):
 @cpu_kernel("Sigmoid")
 def Sigmoid(layer, inputs):
     x = inputs[0]
+    if x.dtype == np.float32 and x.size >= SMALL:
+        return fastmath.sigmoid(x)
     if x.dtype in (np.float32, np.float64):
         return special.expit(x)  # one ufunc pass, exact for large |x|
     return _same(x, 1.0 / (1.0 + np.exp(-x)))

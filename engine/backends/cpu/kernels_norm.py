@@ -9,7 +9,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu.activation import carr
-from engine.backends.cpu.fastmath import exp_f32
+from engine.backends.cpu.fastmath import exp_any, exp_f32
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
 from engine.errors import KernelError
@@ -193,7 +193,7 @@ def LRN(layer, inputs):
     return out
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy")
 def softmax(x, out, log, r0, r1):
     """x, out: (outer, L, inner), normalised over L, for rows o*inner+i in r0:r1."""
     O, L, I = x.shape
@@ -206,7 +206,7 @@ def softmax(x, out, log, r0, r1):
                 m = x[o, j, i]
         s = 0.0
         for j in range(L):
-            s += np.exp(x[o, j, i] - m)
+            s += exp_any(x[o, j, i] - m)
         if log:
             ls = np.log(s)
             for j in range(L):
@@ -214,7 +214,7 @@ def softmax(x, out, log, r0, r1):
         else:
             inv = 1.0 / s
             for j in range(L):
-                out[o, j, i] = np.exp(x[o, j, i] - m) * inv
+                out[o, j, i] = exp_any(x[o, j, i] - m) * inv
 
 
 @njit(nogil=True, cache=True, error_model="numpy",

@@ -15,6 +15,8 @@ from engine.ops.resize import axis_weights, resize_plan, source_coords
 
 
 def resize(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.ndarray:
+    if layer.attr("mode", "nearest") == "nearest":
+        return _nearest(layer, x, out_shape, scales, roi, transform)
     y = x.astype(np.float64)
     extrapolation = float(layer.attr("extrapolation_value", 0.0))
     for axis, (n_out, n_in) in enumerate(zip(out_shape, x.shape)):
@@ -39,6 +41,32 @@ def resize(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.n
         info = np.iinfo(x.dtype)
         y = np.clip(np.rint(y), info.min, info.max)
     return y.astype(x.dtype)
+
+
+def _nearest(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.ndarray:
+    """Nearest neighbour as a gather per axis, in the input's dtype: exact, and a copy
+    rather than a float64 matrix product (an Inf no longer leaks NaN into its neighbours)."""
+    y = x
+    extrapolation = layer.attr("extrapolation_value", 0.0)
+    for axis, (n_out, n_in) in enumerate(zip(out_shape, x.shape)):
+        crop = transform == "tf_crop_and_resize"
+        if n_out == n_in and scales[axis] == 1.0 and not crop:
+            continue
+        if n_out == 0 or n_in == 0:
+            shape = list(y.shape)
+            shape[axis] = n_out
+            y = np.zeros(shape, x.dtype)
+            continue
+        coords = source_coords(transform, n_out, n_in, scales[axis], roi[axis])
+        idx = axis_weights(coords, n_in, scales[axis], layer).argmax(axis=1)
+        y = np.take(y, idx, axis=axis)
+        if crop:
+            outside = (coords < 0) | (coords > n_in - 1)
+            if outside.any():
+                shape = [1] * y.ndim
+                shape[axis] = n_out
+                y = np.where(outside.reshape(shape), np.asarray(extrapolation, x.dtype), y)
+    return np.ascontiguousarray(y)
 
 
 @cpu_kernel("Resize", since=10)
