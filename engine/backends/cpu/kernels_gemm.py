@@ -63,4 +63,11 @@ def MatMul(layer, inputs):
         raise KernelError(f"layer {layer.name!r}: MatMul of {a.dtype} and {b.dtype}")
     if a.dtype in _HALF:
         return np.matmul(*_widen(a, b)).astype(a.dtype)
+    if b.ndim == 2 and a.ndim >= 2 and a.dtype.kind == "f" and a.shape[-1] == b.shape[0]:
+        # [..., K] @ [K, N] (a transformer's linear layers): one 2-D product over all rows,
+        # split over the backend's threads (np.matmul would run it on one)
+        out = np.empty(a.shape[:-1] + (b.shape[1],), a.dtype)
+        threads.matmul(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), b,
+                       out.reshape(-1, b.shape[1]))
+        return out
     return np.matmul(a, b)
