@@ -3,55 +3,158 @@
 All backend calls happen on it, which keeps wgpu's objects on one owner thread
 and Numba's parallel regions from being entered by two threads at once.
 ``schedule`` only puts a job in its queue, so it returns before the work is done.
+
+A job submitted as ``stealable`` (CPU runs and CPU readbacks: nothing in them is tied to a
+thread) may instead be run by a thread that blocks on its result while the engine thread
+is idle and the job is next in line (``help_until``). Order and mutual exclusion are kept:
+one job runs at a time, always the head of the queue. A synchronous caller then pays no
+thread hand-off (two per run and read, ~50-100 us here), which is most of a tiny model's
+latency.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from engine.errors import EngineError
 
 _lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-_thread_id: int | None = None
+_engine: _Engine | None = None
+_local = threading.local()
 #: bumped by ``cancel_pending``: jobs submitted before it end at once instead of running
 _epoch = 0
 
 
-def _mark_thread() -> None:
-    global _thread_id
-    _thread_id = threading.get_ident()
+class _Job:
+    __slots__ = ("future", "fn", "args", "epoch", "stealable")
+
+    def __init__(self, fn: Callable[..., Any], args: tuple, stealable: bool):
+        self.future: Future = Future()
+        self.fn, self.args, self.epoch, self.stealable = fn, args, _epoch, stealable
+
+    def run(self) -> None:
+        if not self.future.set_running_or_notify_cancel():
+            return
+        if self.epoch != _epoch:
+            self.future.set_exception(EngineError(
+                "cancelled: the work was still queued when the program stopped"))
+            return
+        try:
+            result = self.fn(*self.args)
+        except BaseException as exc:  # noqa: BLE001 - delivered to whoever waits
+            self.future.set_exception(exc)
+        else:
+            self.future.set_result(result)
 
 
-def _get_pool() -> ThreadPoolExecutor:
-    global _pool
+class _Engine:
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.queue: deque[_Job] = deque()
+        self.busy = False
+        self.stopping = False
+        self.thread = threading.Thread(target=self._loop, name="engine")
+        self.thread.start()
+
+    def submit(self, job: _Job) -> Future:
+        with self.cond:
+            if self.stopping:
+                raise RuntimeError("the engine thread has stopped (the program is exiting)")
+            self.queue.append(job)
+            self.cond.notify_all()
+        return job.future
+
+    def _take(self, block: bool, stealing: bool) -> _Job | None:
+        with self.cond:
+            while block and (self.busy or not self.queue) and not self.stopping:
+                self.cond.wait()
+            if self.busy or not self.queue or (stealing and not self.queue[0].stealable):
+                return None
+            self.busy = True
+            return self.queue.popleft()
+
+    def _done(self) -> None:
+        with self.cond:
+            self.busy = False
+            self.cond.notify_all()
+
+    def _loop(self) -> None:
+        _local.engine = True
+        while True:
+            job = self._take(block=True, stealing=False)
+            if job is None:
+                if self.stopping:
+                    return
+                continue
+            try:
+                job.run()
+            finally:
+                self._done()
+
+    def help_until(self, future: Future) -> None:
+        while not future.done():
+            job = self._take(block=False, stealing=True)
+            if job is None:
+                return
+            was = getattr(_local, "engine", False)
+            _local.engine = True
+            try:
+                job.run()
+            finally:
+                _local.engine = was
+                self._done()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+
+
+def _get_engine() -> _Engine:
+    global _engine
     with _lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(1, thread_name_prefix="engine", initializer=_mark_thread)
-            # at exit, queued jobs are dropped before the pool's own exit hook waits for them
-            # (hooks run newest first): exiting never drains a long queue of runs
+        if _engine is None:
+            _engine = _Engine()
+            # at exit, queued jobs are dropped and the thread ends after its current job,
+            # before the interpreter joins it: exiting never drains a long queue of runs
             register = getattr(threading, "_register_atexit", None)
             if register is not None:
-                register(cancel_pending)
-        return _pool
+                register(_shutdown)
+        return _engine
+
+
+def _shutdown() -> None:
+    cancel_pending()
+    if _engine is None:
+        return
+    with _engine.cond:
+        dropped = list(_engine.queue)
+        _engine.queue.clear()
+    _engine.stop()
+    for job in dropped:
+        job.run()  # the epoch changed: each ends with its cancellation error
 
 
 def on_engine_thread() -> bool:
-    return threading.get_ident() == _thread_id
+    """True on the engine thread, and on a thread while it runs a job it took over."""
+    return getattr(_local, "engine", False)
 
 
-def submit(fn: Callable[..., Any], *args: Any) -> Future:
-    """Queue ``fn(*args)`` on the engine thread; returns its future at once."""
-    return _get_pool().submit(_unless_cancelled, _epoch, fn, args)
+def submit(fn: Callable[..., Any], *args: Any, stealable: bool = False) -> Future:
+    """Queue ``fn(*args)`` on the engine thread; returns its future at once. A
+    ``stealable`` job may run on a thread waiting for it instead (see ``help_until``)."""
+    return _get_engine().submit(_Job(fn, args, stealable))
 
 
-def _unless_cancelled(epoch: int, fn: Callable[..., Any], args: tuple) -> Any:
-    if epoch != _epoch:
-        raise EngineError("cancelled: the work was still queued when the program stopped")
-    return fn(*args)
+def help_until(future: Future) -> None:
+    """Before blocking on ``future``: run queued stealable jobs on this thread while the
+    engine thread is idle and such a job is next, until ``future`` is done."""
+    if _engine is not None and not on_engine_thread():
+        _engine.help_until(future)
 
 
 def cancel_pending() -> None:
@@ -66,4 +169,4 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
     """Run ``fn(*args)`` on the engine thread and wait for it (inline if already there)."""
     if on_engine_thread():
         return fn(*args)
-    return _get_pool().submit(fn, *args).result()
+    return submit(fn, *args).result()

@@ -125,8 +125,10 @@ class Tensor:
             inner.add_done_callback(lambda f: _copy_future(f, result))
 
         def queue_start(stored_future: Future) -> None:
+            stored = None if stored_future.exception() else stored_future.result()
+            on_host = stored is not None and getattr(stored.backend, "host_memory", False)
             try:
-                executor.submit(start, stored_future)
+                executor.submit(start, stored_future, stealable=on_host)
             except RuntimeError as exc:  # the interpreter is shutting down
                 if not result.done():
                     result.set_exception(EngineError(f"readback abandoned: {exc}"))
@@ -175,6 +177,7 @@ class Tensor:
 
     def _wait(self):
         self.readback_request()
+        executor.help_until(self._readback)
         return self._readback.result()
 
     def __repr__(self) -> str:

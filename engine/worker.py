@@ -220,7 +220,7 @@ class Worker:
             for _ in steps:
                 pass
 
-        job = executor.submit(run_all)
+        job = executor.submit(run_all, stealable=self._backend.host_memory)
         job.add_done_callback(finish)
         return self
 

@@ -109,10 +109,14 @@ class KernelTable:
 
 
 class Backend(ABC):
-    """One device's memory and kernels. All calls arrive on the engine thread."""
+    """One device's memory and kernels. All calls arrive on the engine thread (or on a
+    thread running a job it took over, for backends whose ``host_memory`` is True)."""
 
     type: BackendType
     kernels: KernelTable
+    #: handles are host arrays and no call is tied to a thread: a thread blocked on a run's
+    #: result may run the job itself (``executor.help_until``)
+    host_memory: bool = False
 
     @property
     def closed(self) -> bool:

@@ -16,6 +16,7 @@ from engine.ops.base import Meta
 class CpuBackend(Backend):
     type = BackendType.CPU
     kernels = KERNELS
+    host_memory = True
 
     def upload(self, array: np.ndarray) -> Any:
         return array
