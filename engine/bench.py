@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from engine.backends import BackendType
+from engine.bench_memory import engine_peak_bytes, model_flops, onnxruntime_peak_bytes
 from engine.errors import EngineError
 
 WARMUP_RUNS = 2
@@ -92,7 +93,8 @@ def _model_paths(args) -> list[tuple[str, str, dict | None]]:
 def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, threads: int,
                 compare: bool, progress=print, feeds: dict | None = None,
                 host: bool = False) -> list[dict]:
-    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs``).
+    """Benchmark one model; returns result rows (``model, backend, median_ms, min_ms, runs,
+    gflops, peak_mb``: see ``engine.bench_memory``).
 
     ``feeds`` are the inputs to time (seeded random ones when None). ``host``: GPU backends'
     rows also get ``host_us_per_layer`` (median host time of a run divided by the model's
@@ -140,16 +142,29 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
                     session.run(None, ort_feeds)
                     times["onnxruntime"].append((time.perf_counter() - t0) * 1e3)
                 time.sleep(SETTLE_S)  # onnxruntime's pool spins for a while after a run
+        flops = model_flops(next(iter(workers.values()))) if workers else 0.0
+        peaks = {key: engine_peak_bytes(w, feeds, out_name) for key, w in workers.items()}
+        if compare:
+            peaks["onnxruntime"] = onnxruntime_peak_bytes(path, ort_feeds, threads)
     finally:
         for w in workers.values():
             w.close()
     rows = [{"model": name, "backend": key, "median_ms": float(np.median(v)),
-             "min_ms": float(np.min(v)), "runs": len(v)} for key, v in times.items()]
+             "min_ms": float(np.min(v)), "runs": len(v),
+             "gflops": flops / np.median(v) / 1e6 if flops else None,
+             "peak_mb": None if peaks.get(key) is None else peaks[key] / 2**20}
+            for key, v in times.items()]
     for r in rows:
         clock = clocks.get(r["backend"])
         if clock is not None:
             r.update(clock.summary(len(model.layers)))
     return rows
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
 
 def format_table(rows: list[dict]) -> str:
@@ -158,13 +173,14 @@ def format_table(rows: list[dict]) -> str:
 
     ort = {r["model"]: r["median_ms"] for r in rows if r["backend"] == "onnxruntime"}
     host = any("host_us_per_layer" in r for r in rows)
-    header = ["model", "backend", "median ms", "min ms", "runs"] + (["vs ort"] if ort else [])
+    header = ["model", "backend", "median ms", "min ms", "runs", "GFLOP/s", "peak MB"]
+    header += ["vs ort"] if ort else []
     header += ["host us/layer", "gpu ms", "ms/gpu"] if host else []
     cells = []
     ratios: dict[str, list[float]] = {}
     for r in rows:
         line = [r["model"], r["backend"], f"{r['median_ms']:.2f}", f"{r['min_ms']:.2f}",
-                str(r["runs"])]
+                str(r["runs"]), _number(r.get("gflops")), _number(r.get("peak_mb"))]
         if ort:
             line.append("")
         if ort and r["backend"] != "onnxruntime" and r["model"] in ort:

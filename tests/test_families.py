@@ -139,6 +139,7 @@ def test_bench_suite_families_parses(tmp_path, capsys):
     rows = json.loads(out.read_text())["results"]
     assert {r["backend"] for r in rows} == {"cpu", "onnxruntime"}
     assert all(r["model"] == "audio_streaming" and r["runs"] == 1 for r in rows)
+    assert all(r["gflops"] > 0 and r["peak_mb"] > 0 for r in rows), rows
     assert "audio_streaming" in capsys.readouterr().out
 
 
