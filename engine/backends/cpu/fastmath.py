@@ -21,7 +21,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic, overload
 
-from engine.backends.cpu.threads import parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
 
 F = np.float32
 _LOG2E = F(1.4426950408889634)
@@ -226,7 +226,7 @@ def _tanh_rows(x, out, lo, hi):
 def _map(rows, x: np.ndarray) -> np.ndarray:
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    parallel_for(lambda lo, hi: rows(flat, out, lo, hi), flat.size, grain=32768)
+    parallel_for(lambda lo, hi: rows(flat, out, lo, hi), flat.size, grain=SPLIT_MIN_ELEMENTS // 4)
     return out.reshape(x.shape)
 
 

@@ -11,10 +11,13 @@ from numba import njit
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.fastmath import exp_any, exp_f32
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.threads import parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
 from engine.errors import KernelError
 
 _HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
+#: row kernels (a few passes over each row) get chunks of at least this many elements: a
+#: smaller chunk costs less than handing it to the pool thread and waiting for it
+ROW_CHUNK_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 
 
 @njit(nogil=True, cache=True)
@@ -95,27 +98,32 @@ def batch_norm(layer, inputs, relu: bool = False):
     return out
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
 def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
-    """Rows r0:r1 of x (R, L) normalised; scale/bias (L,) (bias may be empty)."""
+    """Rows r0:r1 of x (R, L) normalised; scale/bias (L,) (bias may be empty). Statistics in
+    float64; ``reassoc`` lets the sums vectorise (no "nnan": a NaN still spreads to its row).
+    """
     L = x.shape[1]
+    has_bias = bias.shape[0] > 0
     for r in range(r0, r1):
+        xr, orow = x[r], out[r]
         s = 0.0
         for i in range(L):
-            s += x[r, i]
+            s += xr[i]
         m = s / L
         v = 0.0
         for i in range(L):
-            d = x[r, i] - m
+            d = xr[i] - m
             v += d * d
         inv = 1.0 / np.sqrt(v / L + eps)
         mean_out[r] = m
         inv_out[r] = inv
-        for i in range(L):
-            y = (x[r, i] - m) * inv * scale[i]
-            if bias.shape[0] > 0:
-                y += bias[i]
-            out[r, i] = y
+        if has_bias:
+            for i in range(L):
+                orow[i] = (xr[i] - m) * inv * scale[i] + bias[i]
+        else:
+            for i in range(L):
+                orow[i] = (xr[i] - m) * inv * scale[i]
 
 
 @cpu_kernel("LayerNormalization", since=17)
@@ -136,7 +144,7 @@ def LayerNormalization(layer, inputs):
     inv = np.empty(rows, np.float64)
     eps = float(layer.attr("epsilon", 1e-5))
     parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi), rows,
-                 grain=max(1, 16384 // max(1, L)))
+                 grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
     stash = np.float32 if int(layer.attr("stash_type", 1)) == 1 else x.dtype
     return (out.reshape(x.shape), mean.astype(stash).reshape(stat_shape),
@@ -273,11 +281,11 @@ def _softmax(layer, x, log: bool, coerce_2d: bool):
         if inner == 1 and x.dtype == np.float32:
             x2, o2 = carr(x).reshape(outer, L), out.reshape(outer, L)
             parallel_for(lambda lo, hi: softmax_last_f32(x2, o2, log, lo, hi), outer,
-                         grain=max(1, 16384 // max(1, L)))
+                         grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
             return out
         x3, o3 = carr(x).reshape(outer, L, inner), out.reshape(outer, L, inner)
         parallel_for(lambda lo, hi: softmax(x3, o3, log, lo, hi), outer * inner,
-                     grain=max(1, 16384 // max(1, L)))
+                     grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
     return out
 
 
