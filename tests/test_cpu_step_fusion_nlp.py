@@ -159,3 +159,38 @@ def test_tanh_gelu_chain_is_one_step(rng):
     got, unfused, want = _run(proto, {"x": x}, 1)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6)
     np.testing.assert_allclose(unfused, want, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+@pytest.mark.parametrize("affine", [True, False])
+def test_decomposed_layer_norm_is_one_step(opset, affine, rng):
+    d = 48
+    inits = {"two": np.array(2.0, np.float32), "eps": np.array(1e-5, np.float32),
+             "gamma": rng.uniform(0.5, 1.5, d).astype(np.float32),
+             "beta": rng.normal(0, 0.1, d).astype(np.float32)}
+
+    def mean(src, dst):
+        if opset >= 18:
+            return helper.make_node("ReduceMean", [src, "axes"], [dst], keepdims=1)
+        return helper.make_node("ReduceMean", [src], [dst], axes=[-1], keepdims=1)
+
+    if opset >= 18:
+        inits["axes"] = np.array([-1], np.int64)
+    nodes = [mean("x", "m"), helper.make_node("Sub", ["x", "m"], ["d"]),
+             helper.make_node("Pow", ["d", "two"], ["p"]), mean("p", "v"),
+             helper.make_node("Add", ["v", "eps"], ["ve"]), helper.make_node("Sqrt", ["ve"], ["s"]),
+             helper.make_node("Div", ["d", "s"], ["n" if affine else "y"])]
+    if affine:
+        nodes += [helper.make_node("Mul", ["n", "gamma"], ["g"]),
+                  helper.make_node("Add", ["g", "beta"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "ln", [helper.make_tensor_value_info("x", F, ["b", "s", d])],
+        [helper.make_tensor_value_info("y", F, ["?"] * 3)],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    x = (rng.normal(size=(2, 7, d)) * 3 + 1).astype(np.float32)
+    x[1, 3, 5] = np.nan
+    got, unfused, want = _run(proto, {"x": x}, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(unfused, want, rtol=1e-4, atol=1e-5)
+    assert np.isnan(got[1, 3]).all() and not np.isnan(got[0]).any()

@@ -126,6 +126,19 @@ def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
                 orow[i] = (xr[i] - m) * inv * scale[i]
 
 
+def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float):
+    """x normalised over its last axis (scale and bias (L,), bias may be empty)."""
+    L = x.shape[-1]
+    rows = x.size // L
+    x2 = carr(x).reshape(rows, L)
+    out = np.empty((rows, L), x.dtype)
+    mean, inv = np.empty(rows, np.float64), np.empty(rows, np.float64)
+    parallel_for(lambda lo, hi: layer_norm(x2, carr(scale), carr(bias), out, mean, inv, eps,
+                                           lo, hi), rows,
+                 grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+    return out.reshape(x.shape)
+
+
 @cpu_kernel("LayerNormalization", since=17)
 def LayerNormalization(layer, inputs):
     x, scale = inputs[0], inputs[1]

@@ -31,6 +31,7 @@ from engine.backends.cpu.step_fusion_nlp import (
     match_attention,
     match_gelu,
     match_gelu_tanh,
+    match_layer_norm,
 )
 
 NO_POST = (ACT_NONE, 0.0, 0.0)
@@ -76,6 +77,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
             fused = match_gelu(i, steps, st[3], only_users, constants)
         elif layer.op_type == "Pow":
             fused = match_gelu_tanh(i, steps, st[3], only_users, constants)
+        elif layer.op_type == "ReduceMean":
+            fused = match_layer_norm(i, steps, st[3], only_users, constants)
         else:
             fused = None
         if fused is None:

@@ -6,7 +6,9 @@
 * GELU written out with Erf, as exporters do: Div(x, sqrt 2) or Mul(x, 1/sqrt 2) -> Erf ->
   Add 1 -> Mul x (or Mul x/2) [-> Mul 0.5], one vectorised pass;
 * GELU's tanh form as GPT-2 exports it: Pow(x, 3) -> Mul 0.044715 -> Add x ->
-  Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul x -> Mul 0.5.
+  Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul x -> Mul 0.5;
+* LayerNorm written out over the last axis: ReduceMean -> Sub -> Pow 2 -> ReduceMean ->
+  Add eps -> Sqrt -> Div [-> Mul gamma [-> Add beta]], the LayerNormalization kernel.
 
 A matcher gets the step index of the chain's first layer, and returns (fn, parts, output
 name) with ``fn.wants`` naming the tensors ``fn`` reads, or None.
@@ -25,6 +27,7 @@ from engine.backends.cpu.kernels_attention_fused import (
     MASK_NONE,
     attention,
 )
+from engine.backends.cpu.kernels_norm import layer_norm_rows
 
 
 def _plain(layer) -> bool:
@@ -191,6 +194,69 @@ def match_gelu_tanh(i, steps, t, only_users, constants):
 
     fused_gelu_tanh.wants = (x,)
     return fused_gelu_tanh, parts, t
+
+
+def _last_axis_mean(layer, ins, constants) -> bool:
+    if layer.op_type != "ReduceMean" or not layer.attr("keepdims", 1):
+        return False
+    axes = layer.attr("axes")
+    if axes is None and len(ins) > 1 and ins[1]:
+        axes = constants.get(ins[1])
+    return axes is not None and [int(a) for a in np.asarray(axes).reshape(-1)] == [-1]
+
+
+def match_layer_norm(i, steps, t, only_users, constants):
+    chain = _Chain(steps, only_users)
+    layer, ins = steps[i][0], steps[i][2]
+    if not _last_axis_mean(layer, ins, constants):
+        return None
+    x = ins[0]
+    sub = chain.next(t, "Sub")
+    if sub is None or steps[sub[0]][2] != (x, t):
+        return None
+    diff = steps[sub[0]][3]
+    users = only_users(diff, 2)
+    if users is None:
+        return None
+    pow_j, div_j = sorted(users, key=lambda j: steps[j][0].op_type != "Pow")
+    if steps[pow_j][0].op_type != "Pow" or steps[div_j][0].op_type != "Div" \
+            or steps[pow_j][2][0] != diff or steps[div_j][2][0] != diff \
+            or not _near(_scalar(constants, steps[pow_j][2][1]), 2.0) \
+            or not all(_plain(steps[j][0]) and steps[j][1] is not None for j in users):
+        return None
+    var = chain.next(steps[pow_j][3], "ReduceMean")
+    if var is None or not _last_axis_mean(var[1], steps[var[0]][2], constants):
+        return None
+    add = chain.next(steps[var[0]][3], "Add")
+    eps = None if add is None or not add[2] else _scalar(constants, add[2][0])
+    sqrt = None if eps is None else chain.next(steps[add[0]][3], "Sqrt")
+    if sqrt is None or steps[div_j][2][1] != steps[sqrt[0]][3] \
+            or only_users(steps[sqrt[0]][3], 1) != [div_j]:
+        return None
+    parts = [sub[0], pow_j, var[0], add[0], sqrt[0], div_j]
+    out, gamma, beta = steps[div_j][3], None, None
+    mul = chain.next(out, "Mul")
+    if mul is not None and mul[2] and mul[2][0] in constants:
+        gamma, out = mul[2][0], steps[mul[0]][3]
+        parts.append(mul[0])
+        plus = chain.next(out, "Add")
+        if plus is not None and plus[2] and plus[2][0] in constants:
+            beta, out = plus[2][0], steps[plus[0]][3]
+            parts.append(plus[0])
+
+    def fused_layer_norm(layer, args):
+        value = args[0]
+        size = value.shape[-1] if value.ndim else 0
+        scale = constants[gamma] if gamma else np.ones(size, value.dtype)
+        shift = constants[beta] if beta else np.zeros(0, value.dtype)
+        if value.dtype not in (np.float32, np.float64) or not size \
+                or any(a.dtype != value.dtype or a.shape not in ((size,), (0,))
+                       for a in (scale, shift)):
+            return None
+        return layer_norm_rows(value, scale, shift, float(eps))
+
+    fused_layer_norm.wants = (x,)
+    return fused_layer_norm, parts, out
 
 
 def _const_of(step, x: str) -> str:
