@@ -265,6 +265,45 @@ def softmax_last_f32(x, out, log, r0, r1):
                 orow[j] *= inv
 
 
+@njit(nogil=True, cache=True, error_model="numpy",
+      fastmath={"contract", "arcp", "afn", "reassoc"})
+def softmax_mid_f32(x, out, log, o0, o1):
+    """float32 x, out: (outer, L, inner) normalised over L for outer slices o0:o1, looping
+    over the contiguous ``inner`` axis innermost so that it vectorises (a detection head's
+    Softmax over 16 bins of 8400 anchors)."""
+    O, L, I = x.shape
+    m = np.empty(I, np.float32)
+    s = np.empty(I, np.float32)
+    for o in range(o0, o1):
+        xo, oo = x[o], out[o]
+        m[:] = xo[0]
+        for j in range(1, L):
+            xj = xo[j]
+            for i in range(I):
+                m[i] = max(m[i], xj[i])
+        s[:] = 0
+        for j in range(L):
+            xj, oj = xo[j], oo[j]
+            for i in range(I):
+                e = exp_f32(xj[i] - m[i])
+                oj[i] = e
+                s[i] += e
+        if log:
+            for i in range(I):
+                s[i] = np.log(s[i])
+            for j in range(L):
+                xj, oj = xo[j], oo[j]
+                for i in range(I):
+                    oj[i] = xj[i] - m[i] - s[i]
+        else:
+            for i in range(I):
+                s[i] = np.float32(1.0) / s[i]
+            for j in range(L):
+                oj = oo[j]
+                for i in range(I):
+                    oj[i] *= s[i]
+
+
 def _softmax_numpy(layer, x, log, coerce_2d):
     axis = int(layer.attr("axis", 1 if coerce_2d else -1))
     axis = axis + x.ndim if axis < 0 else axis
@@ -297,6 +336,10 @@ def _softmax(layer, x, log: bool, coerce_2d: bool):
                          grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
             return out
         x3, o3 = carr(x).reshape(outer, L, inner), out.reshape(outer, L, inner)
+        if x.dtype == np.float32 and inner >= 8:
+            parallel_for(lambda lo, hi: softmax_mid_f32(x3, o3, log, lo, hi), outer,
+                         grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L * inner)))
+            return out
         parallel_for(lambda lo, hi: softmax(x3, o3, log, lo, hi), outer * inner,
                      grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
     return out
