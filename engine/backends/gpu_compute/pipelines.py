@@ -25,13 +25,8 @@ class Program:
         return cls(path, tuple(sorted((k, str(v)) for k, v in params.items())))
 
     def source(self) -> str:
-        """WGSL text with ``//!include NAME.wgsl`` lines replaced by that file's text."""
-        lines = []
-        for line in load_shader(f"compute/{self.path}", **dict(self.params)).splitlines():
-            if line.startswith("//!include "):
-                line = load_shader(f"compute/{line.split()[1]}")
-            lines.append(line)
-        return "\n".join(lines)
+        """WGSL text, includes expanded and specialised (``load_shader``)."""
+        return load_shader(f"compute/{self.path}", **dict(self.params))
 
     def __str__(self) -> str:
         spec = ", ".join(f"{k}={v}" for k, v in self.params if "\n" not in v and len(v) < 40)

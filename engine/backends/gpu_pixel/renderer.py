@@ -114,8 +114,7 @@ class Renderer:
         hit = _PIPELINES.get(key)
         if hit is not None:
             return hit
-        source = "\n".join((load_shader("pixel/common.wgsl"), load_shader("pixel/unary.wgsl"),
-                            load_shader(f"pixel/{shader}.wgsl", **params)))
+        source = load_shader(f"pixel/{shader}.wgsl", prelude="pixel/common.wgsl", **params)
         w = self.wgpu
         entries = [{"binding": 0, "visibility": w.ShaderStage.FRAGMENT,
                     "buffer": {"type": w.BufferBindingType.uniform}}]
