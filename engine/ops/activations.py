@@ -95,6 +95,7 @@ _RECORDS = (
     UnaryOp("HardSwish"),
     UnaryOp("Shrink", (("bias", 0.0), ("lambd", 0.5))),
     UnaryOp("Gelu", (("approximate", "none"),), choices={"approximate": ("none", "tanh")}),
+    UnaryOp("Swish", (("alpha", 1.0),)),
     # maths
     UnaryOp("Exp"), UnaryOp("Log"), UnaryOp("Sqrt"), UnaryOp("Reciprocal"),
     UnaryOp("Sin"), UnaryOp("Cos"), UnaryOp("Tan"), UnaryOp("Asin"), UnaryOp("Acos"),
@@ -106,8 +107,6 @@ _RECORDS = (
     UnaryOp("IsInf", (("detect_negative", 1), ("detect_positive", 1)), shader=False),
     UnaryOp("Not", shader=False),
     UnaryOp("BitwiseNot", shader=False),
-    # so far on the CPU only
-    UnaryOp("Swish", (("alpha", 1.0),), shader=False),
 )
 
 UNARY_OPS: dict[str, UnaryOp] = {r.name: r for r in _RECORDS}

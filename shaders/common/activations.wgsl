@@ -53,6 +53,8 @@ fn op_Gelu(x: f32, A: f32, B: f32, C: f32) -> f32 {
     }
     return 0.5 * x * (1.0 + erf_f(x * 0.7071067811865476));
 }
+// A = alpha: x * sigmoid(alpha * x)
+fn op_Swish(x: f32, A: f32, B: f32, C: f32) -> f32 { return x * sigmoid_f(A * x); }
 
 // -- maths -----------------------------------------------------------------------------------
 fn op_Exp(x: f32, A: f32, B: f32, C: f32) -> f32 { return exp(x); }
