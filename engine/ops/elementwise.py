@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.model import Layer
+from engine.ops.activations import UNARY_OPS
 from engine.ops.base import Meta, Op, register_op
 
 
@@ -34,12 +35,9 @@ class Binary(Op):
         return [Meta(shape, self.out_dtype or present[0].dtype)]
 
 
-UNARY = (
-    "Abs Acos Acosh Asin Asinh Atan Atanh Ceil Cos Cosh Elu Erf Exp Floor Gelu HardSigmoid "
-    "HardSwish Identity LeakyRelu Log Mish Neg Not Reciprocal Relu Round Selu "
-    "Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Tan Tanh ThresholdedRelu Celu "
-    "BitwiseNot Clip"
-).split()
+#: same shape and dtype: Identity and every unary op of engine.ops.activations but the
+#: predicates (IsNaN, IsInf: bool results, below)
+UNARY = ["Identity"] + [n for n in UNARY_OPS if n not in ("IsNaN", "IsInf")]
 BINARY = "Add Sub Mul Div Pow Mod Max Min Sum Mean PRelu BitShift BitwiseAnd BitwiseOr BitwiseXor"
 COMPARE = "Equal Greater Less GreaterOrEqual LessOrEqual And Or Xor"
 

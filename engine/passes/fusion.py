@@ -4,7 +4,8 @@ MatMul+Add into Gemm.
 
 A layer with a fused activation keeps its ONNX op type (``Conv``/``Gemm``) and gets the
 attributes ``activation`` (the ONNX op name, e.g. ``"Relu"``) and ``activation_params``
-(floats, see ``ACTIVATIONS``); every backend's Conv and Gemm kernels apply it to their result.
+(floats in the order of the op's record in ``engine.ops.activations``); every backend's Conv
+and Gemm kernels apply it to their result.
 A pair is fused only when the intermediate tensor is not a graph output and has exactly one
 consumer. Weights are rewritten into new constants, so shared weights stay intact.
 """
@@ -14,16 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.model import Layer, Model
-
-#: fusable activations -> names and defaults of their parameters, in ``activation_params`` order
-ACTIVATIONS: dict[str, tuple[tuple[str, float], ...]] = {
-    "Relu": (),
-    "LeakyRelu": (("alpha", 0.01),),
-    "Clip": (("min", -np.inf), ("max", np.inf)),
-    "Sigmoid": (),
-    "HardSigmoid": (("alpha", 0.2), ("beta", 0.5)),
-    "Tanh": (),
-}
+from engine.ops.activations import ACTIVATIONS
 
 
 def apply_activation(y: np.ndarray, name: str | None, params) -> np.ndarray:
@@ -207,7 +199,7 @@ class _Fuser:
         nxt = self.sole_user(layer.outputs[0])
         if nxt is None or nxt.op_type not in ACTIVATIONS or nxt.inputs[0] != layer.outputs[0]:
             return False
-        params = [float(nxt.attr(n, d)) for n, d in ACTIVATIONS[nxt.op_type]]
+        params = [float(v) for v in ACTIVATIONS[nxt.op_type].attr_values(nxt)]
         if nxt.op_type == "Clip" and len(nxt.inputs) > 1:
             for k, name in enumerate(nxt.inputs[1:3]):
                 if name:

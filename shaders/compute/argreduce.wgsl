@@ -7,7 +7,7 @@ struct Params { n: i32, L: i32, inner: i32, last: i32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<u32>;
 
-//!include math.wgsl
+//!include common/math.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {

@@ -11,8 +11,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> b: array<${T}>;
 @group(0) @binding(3) var<storage, read_write> y: array<${U}>;
 
-//!include math.wgsl
-//!include int64.wgsl
+//!include common/math.wgsl
+//!include compute/int64.wgsl
 
 fn op(a: ${T}, b: ${T}, attr: i32) -> ${U} {
     return ${expr};

@@ -17,10 +17,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-//!include math.wgsl
+//!include common/activations.wgsl
 
+// the fused activation (shaders/common/activations.wgsl; op_Identity when there is none)
 fn act(x: f32, A: f32, B: f32) -> f32 {
-    return ${act};
+    return op_${act}(x, A, B, 0.0);
 }
 
 // hw = (H, W) is passed in so it stays in registers in the tap loops

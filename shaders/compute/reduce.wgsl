@@ -12,7 +12,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-//!include math.wgsl
+//!include common/math.wgsl
 
 // the reduced dims are passed in (registers): a uniform re-read per element was not hoisted
 fn offset_of(r: i32, rrank: i32, rs: array<vec4<i32>, 2>, rst: array<vec4<i32>, 2>) -> i32 {

@@ -1,6 +1,8 @@
 // Prelude of every GPU_PIXEL shader: the full-screen triangle, the uniform block and the
 // tensor-in-texture addressing (layout described in engine/backends/gpu_pixel/__init__.py).
 
+//!include pixel/vec4.wgsl
+
 // A tensor's texture layout. Shapes are padded with leading 1s to rank 6.
 //   d0 = dims 0..3; d1 = (dim 4, dim 5, blocked axis, texture width = texels of dim 5)
 //   r0 = texture rows per step of axes 0..3;

@@ -1,9 +1,11 @@
 // 2-D convolution (1-D as H = 1), one output texel = 4 output channels of one pixel.
-// X [N, C, H, W], W [M, C/group, kh, kw], B [M]; fused activation u_${ACT} with f[7].
+// X [N, C, H, W], W [M, C/group, kh, kw], B [M]; fused activation ${ACT} (act4) with f[7].
 // i[0] = (N, C, H, W)        i[1] = (M, OH, OW, group)   i[2] = (kh, kw, sh, sw)
 // i[3] = (pad_top, pad_left, dh, dw)   i[4] = (C blocks, M blocks, C/group, M/group)
 // i[5] = (has bias, texel blocks of W's axis 1, 0, 0)
 // Variant ${VARIANT}: blocked (group 1 or groups aligned to 4 channels), depthwise, scalar.
+
+//!include pixel/act4.wgsl
 
 // WMAT: the weights are a [M rows, (C/group blocks * kh * kw) texels] matrix texture (the
 // same texel order as the tensor layout, wrapped per output channel so large 1x1 and 3x3
@@ -155,7 +157,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     if (${BIAS}) {
         acc += ld(Bt, mb, 0u);
     }
-    acc = u_${ACT}(acc, U.f[7]);
+    acc = act4(acc, U.f[7]);
     let left = U.i[1].x - i32(mb * 4u);
     return select(vec4<f32>(0.0), acc, vec4<i32>(0, 1, 2, 3) < vec4<i32>(left));
 }

@@ -1,9 +1,11 @@
 // ConvTranspose, 1-D or 2-D (a 1-D one has H = 1), one output element per component, as a
 // gather: output position o receives input position i through kernel tap k when
 // o = i * stride - pad + k * dilation. X = t0 [N, C, (H,) W], W = t1 [C, Cout / group,
-// (kH,) kW], B = t2 [Cout] (when i[2].z != 0); the fused activation is u_${ACT}(f[0]).
+// (kH,) kW], B = t2 [Cout] (when i[2].z != 0); the fused activation ${ACT} (act4) has f[0].
 // i[0] = (kH, kW, group, 1 for 2-D), i[1] = (stride h, stride w, dilation h, dilation w),
 // i[2] = (pad h, pad w, has bias, 0)
+
+//!include pixel/act4.wgsl
 
 @group(0) @binding(1) var X: texture_2d<f32>;
 @group(0) @binding(2) var W: texture_2d<f32>;
@@ -56,18 +58,11 @@ fn convt_elem(e: array<u32, 6>) -> f32 {
         be[5] = u32(oc);
         s += load_elem(B, U.t[2], be);
     }
-    return u_${ACT}(vec4<f32>(s), U.f[0]).x;
+    return act4(vec4<f32>(s), U.f[0]).x;
 }
 
-@fragment
-fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
-    let b = texel_index(U.o, vec2<u32>(pos.xy));
-    let mask = valid_mask(U.o, b);
-    var r = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if (mask[c]) {
-            r[c] = convt_elem(elem_of(U.o, b, c));
-        }
-    }
-    return r;
+//!include pixel/per_element.wgsl
+
+fn element(e: array<u32, 6>) -> f32 {
+    return convt_elem(e);
 }

@@ -1,4 +1,5 @@
-// Broadcasting elementwise ops: out = u_${UN}(fold of b_${BIN} over the inputs * f[0].x, f[1]).
+// Broadcasting elementwise ops: out = op ${ACT} (act4) of the fold of b_${BIN} over the
+// inputs, times f[0].x; the op's parameters in f[1].
 // Specialised per input count N = ${N} and per-input access M0..M7 (constants, so the
 // compiler drops the unused paths: a dynamic branch to the slow path costs 5x here):
 //   0 same layout as the output: the texel at the same pixel
@@ -9,6 +10,8 @@
 //   4 vector over the last axis (x) while the output blocks another axis, rank <= 2 input
 //     (4 elements per texel): element x of texel (x / 4, 0), repeated in all components
 //   5 the same for a rank >= 3 input [1, .., 1, D] (1 element per texel): texel (x, 0)
+
+//!include pixel/act4.wgsl
 
 const N: i32 = ${N};
 const M0: i32 = ${M0};
@@ -63,7 +66,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     if (N > 5) { v = b_${BIN}(v, fetch(t5, M5, 5u, p)); }
     if (N > 6) { v = b_${BIN}(v, fetch(t6, M6, 6u, p)); }
     if (N > 7) { v = b_${BIN}(v, fetch(t7, M7, 7u, p)); }
-    v = u_${UN}(v * U.f[0].x, U.f[1]);
+    v = act4(v * U.f[0].x, U.f[1]);
     if (${PADDED}) {
         v = select(vec4<f32>(0.0), v, mask_at(U.o, p));
     }

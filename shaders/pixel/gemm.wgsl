@@ -1,7 +1,9 @@
-// Y[M, N] = alpha * A' B' + beta * C, then the fused activation u_${ACT} with f[7].
+// Y[M, N] = alpha * A' B' + beta * C, then the fused activation ${ACT} (act4) with f[7].
 // One texel = Y[m, n0..n0+3] (rank-2 tensors block their last axis).
 // i[0] = (M, N, K, transA)   i[1] = (transB, C access)   f[0] = (alpha, beta)
 // C access: 0 none, 1 numpy broadcasting, 2 a vector over N (texel (nb, 0)), 3 C is [M, N].
+
+//!include pixel/act4.wgsl
 
 // transA, transB and the C access are compile-time constants (dynamic branches are slow).
 const TRANS_A: bool = ${TRANS_A};
@@ -75,5 +77,5 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         case 3: { y += U.f[0].y * ld(C, nb, m); }
         default: { y += U.f[0].y * load_bcast4(C, U.t[2], texel_index(U.o, p)); }
     }
-    return select(vec4<f32>(0.0), u_${ACT}(y, U.f[7]), mask_at(U.o, p));
+    return select(vec4<f32>(0.0), act4(y, U.f[7]), mask_at(U.o, p));
 }

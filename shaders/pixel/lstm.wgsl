@@ -11,6 +11,8 @@
 // i[0] = (seq, batch, input, H); i[1] = (dirs, step, layout, flags); i[2].x: directions
 // from this one on run backward (t = seq - 1 - step).
 
+//!include common/activations.wgsl
+
 @group(0) @binding(1) var T0: texture_2d<f32>;
 @group(0) @binding(2) var T1: texture_2d<f32>;
 @group(0) @binding(3) var T2: texture_2d<f32>;
@@ -101,11 +103,10 @@ fn op_Step(p: vec2<u32>) -> vec4<f32> {
         acc += hv * vec4<f32>(ld(T2, k, g0.x)[g0.y], ld(T2, k, g1.x)[g1.y],
                               ld(T2, k, g2.x)[g2.y], ld(T2, k, g3.x)[g3.y]);
     }
-    let none = vec4<f32>(0.0);
-    let sg = u_Sigmoid(acc, none);
-    let th = u_Tanh(acc, none);
-    let c = sg.z * ld(T4, j, p.y).y + sg.x * th.w;
-    let h = sg.y * u_Tanh(vec4<f32>(c), none).x;
+    // gates i, o, f (Sigmoid) and c (Tanh): components x, y, z, w of acc
+    let c = op_Sigmoid(acc.z, 0.0, 0.0, 0.0) * ld(T4, j, p.y).y
+        + op_Sigmoid(acc.x, 0.0, 0.0, 0.0) * op_Tanh(acc.w, 0.0, 0.0, 0.0);
+    let h = op_Sigmoid(acc.y, 0.0, 0.0, 0.0) * op_Tanh(c, 0.0, 0.0, 0.0);
     return vec4<f32>(h, c, 0.0, 0.0);
 }
 

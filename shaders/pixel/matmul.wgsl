@@ -23,15 +23,8 @@ fn mm_elem(e: array<u32, 6>) -> f32 {
     return s;
 }
 
-@fragment
-fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
-    let b = texel_index(U.o, vec2<u32>(pos.xy));
-    let mask = valid_mask(U.o, b);
-    var r = vec4<f32>(0.0);
-    for (var c = 0u; c < 4u; c++) {
-        if (mask[c]) {
-            r[c] = mm_elem(elem_of(U.o, b, c));
-        }
-    }
-    return r;
+//!include pixel/per_element.wgsl
+
+fn element(e: array<u32, 6>) -> f32 {
+    return mm_elem(e);
 }

@@ -13,6 +13,7 @@ from numba import njit
 from engine.backends.cpu.fastmath import sigmoid_any, tanh_any
 from engine.errors import KernelError
 from engine.model import Layer
+from engine.ops.activations import ACTIVATIONS
 
 ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_TANH = range(7)
 #: only from the CPU plan's own fusions (``step_fusion``): x * sigmoid(x) (SiLU, Sigmoid + Mul)
@@ -20,6 +21,8 @@ ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_TANH 
 ACT_SILU, ACT_XHARDSIGMOID = 7, 8
 _CODES = {"Relu": ACT_RELU, "LeakyRelu": ACT_LEAKY, "Clip": ACT_CLIP, "Sigmoid": ACT_SIGMOID,
           "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH}
+# every activation the fusion pass may put on a Conv/Gemm has an epilogue code here
+assert set(_CODES) == set(ACTIVATIONS), set(ACTIVATIONS) ^ set(_CODES)
 
 
 def carr(a: np.ndarray, dtype=None) -> np.ndarray:

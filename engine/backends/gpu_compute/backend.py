@@ -17,11 +17,11 @@ import numpy as np
 
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_common.timestamps import Timestamps
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
 from engine.backends.gpu_compute.registry import KERNELS, LIMITS
 from engine.backends.gpu_compute.replay import Replays
-from engine.backends.gpu_compute.timestamps import Timestamps
 from engine.errors import BackendUnavailableError, GPUError, KernelError
 from engine.model import Layer
 from engine.ops import op_for

@@ -149,7 +149,7 @@ def _register_variadic(op: str, exprs: tuple[str, str]):
                     ctx.free(acc)
                 acc, acc_meta = new, meta
         if op == "Mean" and len(pairs) > 1:
-            mean = run_unary(ctx, acc, out_metas[0], "x * A", t, t, (1.0 / len(pairs), 0, 0))
+            mean = run_unary(ctx, acc, out_metas[0], "Scale", t, t, (1.0 / len(pairs), 0, 0))
             ctx.free(acc)
             acc = mean
         return [acc]

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.backends.gpu_compute.backend import pack
-from engine.backends.gpu_compute.kernels_elementwise import ACTIVATIONS, activation_params
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import broadcast_strides, size_of
-
-FUSABLE = set(ACTIVATIONS) - {"Shrink"}
+from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 
 
 @dataclass
@@ -37,16 +35,18 @@ def _aligned(*values: int) -> bool:
 
 
 def fused_activation(layer) -> tuple[str, tuple[float, float, float]]:
-    """(WGSL expression over x, params) of a layer's fused activation (identity if none)."""
+    """(op name in shaders/common/activations.wgsl, params) of a layer's fused activation
+    (Identity if none)."""
     op = layer.attr("activation")
     if not op:
-        return "x", (0.0, 0.0, 0.0)
-    return ACTIVATIONS[op], activation_params(op, layer.attr("activation_params"))
+        return "Identity", (0.0, 0.0, 0.0)
+    return op, shader_params(fused_params(op, layer.attr("activation_params")))
 
 
 def activation_reason(layer) -> str | None:
     op = layer.attr("activation")
-    if op and op not in FUSABLE:
+    rec = UNARY_OPS.get(op) if op else None
+    if op and (rec is None or not rec.shader):
         return f"fused activation {op} has no GPU epilogue"
     return None
 
@@ -91,19 +91,19 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Pro
 
 def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 1,
            bias: Operand | None = None, alpha: float = 1.0, beta: float = 1.0,
-           act=("x", (0.0, 0.0, 0.0)), ldc: int | None = None, c_off: int = 0,
+           act=("Identity", (0.0, 0.0, 0.0)), ldc: int | None = None, c_off: int = 0,
            c_batch: int | None = None) -> None:
     """Record y[b, m, n] = act(alpha * sum_k A(m, k) B(k, n) + beta * bias(m, n))."""
     if not (M and N and batch):
         return
-    expr, (pa, pb, _) = act
+    op, (pa, pb, _) = act
     ldc = N if ldc is None else ldc
     c_batch = M * N if c_batch is None else c_batch
     if ctx.matmul_variant == "tiled":
-        program, groups = Program.of("matmul_tiled.wgsl", act=expr), (-(-N // 64), -(-M // 64),
+        program, groups = Program.of("matmul_tiled.wgsl", act=op), (-(-N // 64), -(-M // 64),
                                                                       batch)
     else:
-        program, groups = program_for(a, b, M, N, K, expr), (-(-N // 32), -(-M // 32), batch)
+        program, groups = program_for(a, b, M, N, K, op), (-(-N // 32), -(-M // 32), batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
     params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,

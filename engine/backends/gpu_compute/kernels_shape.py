@@ -125,17 +125,9 @@ def GatherElements(ctx, layer, ins, metas, out_metas):
     return [y]
 
 
-CAST = {("f32", "i32"): "i32(x)", ("f32", "u32"): "u32(max(x, 0.0))",
-        ("f32", "bool"): "u32(x != 0.0)", ("i32", "f32"): "f32(x)", ("u32", "f32"): "f32(x)",
-        ("bool", "f32"): "f32(x)", ("i32", "u32"): "u32(x)", ("u32", "i32"): "i32(x)",
-        ("i32", "bool"): "u32(x != 0)", ("u32", "bool"): "u32(x != 0u)",
-        ("bool", "i32"): "i32(x)", ("bool", "u32"): "x",
-        # int64 (vec2<u32> words, shaders/compute/int64.wgsl): int32 <-> int64 exact (to int32
-        # wraps like NumPy); float32 -> int64 exact; int64 -> float32 rounds beyond 2^31
-        ("i64", "f32"): "i64_to_f32(x)", ("i64", "i32"): "bitcast<i32>(x.x)",
-        ("i64", "u32"): "x.x", ("i64", "bool"): "u32(any(x != vec2<u32>(0u)))",
-        ("f32", "i64"): "f32_to_i64(x)", ("i32", "i64"): "i32_to_i64(x)",
-        ("u32", "i64"): "vec2<u32>(x, 0u)", ("bool", "i64"): "vec2<u32>(x, 0u)"}
+#: (source kind, target kind) pairs with a function op_Cast_<from>_<to> in compute/cast.wgsl
+CAST = {(s, d) for s in ("f32", "i32", "u32", "bool", "i64")
+        for d in ("f32", "i32", "u32", "bool", "i64") if s != d}
 #: WGSL element type of each kind in the unary shader
 KIND_WGSL = {"f32": "f32", "i32": "i32", "u32": "u32", "bool": "u32", "i64": "vec2<u32>"}
 
@@ -174,7 +166,7 @@ def _cast(ctx, layer, ins, metas, out_metas):
     if src == dst:
         return [ctx.view(ins[0], out_metas[0].shape)]
     s, d = _kind(src), _kind(dst)
-    return [run_unary(ctx, ins[0], out_metas[0], CAST[(s, d)], KIND_WGSL[s], KIND_WGSL[d])]
+    return [run_unary(ctx, ins[0], out_metas[0], f"Cast_{s}_{d}", KIND_WGSL[s], KIND_WGSL[d])]
 
 
 gpu_kernel("Cast", dtypes=None, inputs=(0,), check=_cast_check)(_cast)

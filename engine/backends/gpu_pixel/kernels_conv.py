@@ -6,32 +6,26 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.backends.gpu_pixel.kernels_elementwise import UNARY
 from engine.backends.gpu_pixel.layout import layout_of, pack
 from engine.backends.gpu_pixel.registry import pixel_kernel
+from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 from engine.ops.conv_pool import conv_transpose_geometry
-
-#: fused activations a Conv/Gemm may carry, with their default parameters
-ACTIVATIONS = {name: [d for _, d in params] for name, params in UNARY.items()}
-ACTIVATIONS["Clip"] = [-3.4028234663852886e38, 3.4028234663852886e38]
 
 
 def activation_reason(layer) -> str | None:
     act = layer.attr("activation")
-    if act and act not in ACTIVATIONS:
+    rec = UNARY_OPS.get(act) if act else None
+    if act and (rec is None or not rec.shader):
         return f"fused activation {act} is not supported"
     return None
 
 
 def activation(layer) -> tuple[str, list[float]]:
-    """(shader function name, parameters) of the layer's fused activation."""
-    act = layer.attr("activation") or "Identity"
-    params = list(layer.attr("activation_params") or []) or ACTIVATIONS[act]
-    params = [float(p) for p in params][:4]
-    if act == "Clip":  # absent bounds are float's lowest()/max(), as for an unfused Clip
-        flt = float(np.finfo(np.float32).max)
-        params = [min(max(p, -flt), flt) for p in params]
-    return act, params + [0.0] * (4 - len(params))
+    """(op of shaders/common/activations.wgsl, parameters) of the layer's fused activation."""
+    act = layer.attr("activation")
+    if not act:
+        return "Identity", [0.0] * 4
+    return act, list(shader_params(fused_params(act, layer.attr("activation_params")), 4))
 
 
 def geometry(layer, in_hw, k_hw, out_hw):

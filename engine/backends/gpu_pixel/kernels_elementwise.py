@@ -8,29 +8,15 @@ from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import MAX_RANK as RANK
 from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
+from engine.ops.activations import FLT_MAX, layer_params, shader_ops, shader_params
 
-#: unary ops and their float parameters (p.x, p.y, ...) from attributes
-UNARY = {
-    "Abs": (), "Neg": (), "Floor": (), "Ceil": (), "Round": (), "Sign": (), "Sqrt": (),
-    "Exp": (), "Log": (), "Sin": (), "Cos": (), "Tan": (), "Asin": (), "Acos": (),
-    "Atan": (), "Sinh": (), "Cosh": (), "Asinh": (), "Acosh": (), "Atanh": (),
-    "Reciprocal": (), "Relu": (), "Tanh": (), "Sigmoid": (), "Softplus": (),
-    "Softsign": (), "Mish": (), "HardSwish": (), "Erf": (), "Identity": (),
-    "LeakyRelu": (("alpha", 0.01),), "Elu": (("alpha", 1.0),),
-    "Selu": (("alpha", 1.6732632423543772), ("gamma", 1.0507009873554805)),
-    "Celu": (("alpha", 1.0),), "HardSigmoid": (("alpha", 0.2), ("beta", 0.5)),
-    "ThresholdedRelu": (("alpha", 1.0),), "Shrink": (("bias", 0.0), ("lambd", 0.5)),
-}
 BINARY = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Mod")
 VARIADIC = ("Max", "Min", "Sum", "Mean")
 
 
 def unary_params(layer) -> list[float]:
-    """The float parameters of a unary op (also of a fused activation)."""
-    op = layer.op_type
-    if op == "Gelu":
-        return [1.0 if layer.attr("approximate", "none") == "tanh" else 0.0]
-    return [float(layer.attr(name, default)) for name, default in UNARY.get(op, ())]
+    """The float parameters of a unary op (record order, engine.ops.activations)."""
+    return list(shader_params(layer_params(layer), 4))
 
 
 def access_mode(be, h, out_shape):
@@ -63,39 +49,35 @@ def access_mode(be, h, out_shape):
 
 
 def elementwise(be, inputs, out_shape, bin_op="Add", un_op="Identity", params=(), scale=1.0):
-    """One pass combining ``inputs`` (broadcast to ``out_shape``) then applying ``un_op``."""
+    """One pass combining ``inputs`` (broadcast to ``out_shape``) then applying ``un_op`` (a
+    function op_<un_op> of shaders/common/activations.wgsl)."""
     picked = [access_mode(be, h, out_shape) for h in inputs]
     modes = [m for m, _ in picked] + [0] * (8 - len(picked))
     padded = layout_of(tuple(out_shape)).dims[layout_of(tuple(out_shape)).axis] % 4 != 0
     consts = {f"M{k}": m for k, m in enumerate(modes)}
     return be.run("elementwise", out_shape, [t for _, t in picked], n_tex=8,
                   floats=[(scale,), list(params) + [0.0] * (4 - len(params))],
-                  BIN=bin_op, UN=un_op, N=len(inputs), PADDED=str(padded).lower(), **consts)
+                  BIN=bin_op, ACT=un_op, N=len(inputs), PADDED=str(padded).lower(), **consts)
 
 
-def _register_unary(op):
-    @pixel_kernel(op)
+def _register_unary(rec):
+    @pixel_kernel(rec.name, check=(lambda layer, metas: rec.unsupported(layer))
+                  if rec.choices else None)
     def kernel(be, layer, inputs, in_metas, out_metas):
-        return [elementwise(be, inputs[:1], out_metas[0].shape, un_op=op,
+        return [elementwise(be, inputs[:1], out_metas[0].shape, un_op=rec.name,
                             params=unary_params(layer))]
 
-    kernel.__name__ = op
+    kernel.__name__ = rec.name
 
 
-for _op in UNARY:
-    _register_unary(_op)
+for _rec in shader_ops():
+    if _rec.name != "Clip":  # bounds from inputs: below
+        _register_unary(_rec)
 
 
-def _gelu_check(layer, metas):
-    if layer.attr("approximate", "none") not in ("none", "tanh"):
-        return f"Gelu approximate={layer.attr('approximate')!r} is not supported"
-    return None
-
-
-@pixel_kernel("Gelu", check=_gelu_check)
-def Gelu(be, layer, inputs, in_metas, out_metas):
-    return [elementwise(be, inputs[:1], out_metas[0].shape, un_op="Gelu",
-                        params=unary_params(layer))]
+@pixel_kernel("Identity")
+def Identity(be, layer, inputs, in_metas, out_metas):
+    return [elementwise(be, inputs[:1], out_metas[0].shape)]
 
 
 def clip_bounds(layer, metas) -> tuple[float, float]:
@@ -110,8 +92,7 @@ def clip_bounds(layer, metas) -> tuple[float, float]:
         if len(metas) > 2 and metas[2] is not None:
             hi = float(np.asarray(metas[2].value).reshape(-1)[0])
     # an absent bound is float's lowest()/max() (ONNX spec), so -Inf/+Inf become FLT_MAX
-    flt = float(np.finfo(np.float32).max)
-    return float(np.float32(max(lo, -flt))), float(np.float32(min(hi, flt)))
+    return float(np.float32(max(lo, -FLT_MAX))), float(np.float32(min(hi, FLT_MAX)))
 
 
 def _clip_check(layer, metas):

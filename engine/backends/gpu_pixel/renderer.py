@@ -1,4 +1,5 @@
-"""Render-pass machinery: pipelines, a texture pool, one command encoder per batch, timestamps.
+"""Render-pass machinery: pipelines, a texture pool, one command encoder per batch, timestamps
+(pipeline cache and timestamp queries are gpu_common's, shared with GPU_COMPUTE).
 
 Every layer is one or more render passes that draw a full-screen triangle into an
 ``rgba32float`` target; the op is the fragment shader. Nothing here creates a compute
@@ -8,20 +9,19 @@ pipeline. All methods run on the engine thread.
 from __future__ import annotations
 
 from concurrent.futures import Future
+from dataclasses import dataclass
 
 import numpy as np
 
 from engine.backends.gpu_common import gpu_errors, load_shader
+from engine.backends.gpu_common.pipelines import pipeline_cache
+from engine.backends.gpu_common.timestamps import Timestamps
 from engine.backends.gpu_pixel.layout import TexLayout
 
 FORMAT = "rgba32float"
 #: 32-bit words of the shaders' ``Params`` uniform block (common.wgsl)
 PARAM_WORDS = 16 + 8 * 16 + 8 * 4 + 8 * 4
 MAX_INPUTS = 8
-#: passes per timestamp query set (two queries each)
-QUERY_PASSES = 256
-#: compiled pipelines, shared by every renderer on the same device (workers come and go)
-_PIPELINES: dict[tuple, tuple] = {}
 
 
 class Tex:
@@ -69,9 +69,8 @@ class Renderer:
         self._all: list[Tex] = []
         self._encoder = None
         self.timestamps = dev.has_timestamps
-        self._query_sets: list = []
-        self._batch_labels: list[str] = []
-        self._time_futures: list[tuple[list[str], Future]] = []
+        self._stamps = Timestamps(dev) if dev.has_timestamps else None
+        self.pipelines = pipeline_cache(self.device)
         self.dummy = self._new_texture(1, 1)
 
     # -- textures ----------------------------------------------------------------------------
@@ -110,30 +109,7 @@ class Renderer:
     # -- pipelines ---------------------------------------------------------------------------
     def pipeline(self, shader: str, n_tex: int, **params):
         """The render pipeline of ``shaders/pixel/<shader>.wgsl`` specialised by ``params``."""
-        key = (id(self.device), shader, n_tex, tuple(sorted(params.items())))
-        hit = _PIPELINES.get(key)
-        if hit is not None:
-            return hit
-        source = "\n".join((load_shader("pixel/common.wgsl"), load_shader("pixel/unary.wgsl"),
-                            load_shader(f"pixel/{shader}.wgsl", **params)))
-        w = self.wgpu
-        entries = [{"binding": 0, "visibility": w.ShaderStage.FRAGMENT,
-                    "buffer": {"type": w.BufferBindingType.uniform}}]
-        entries += [{"binding": 1 + k, "visibility": w.ShaderStage.FRAGMENT,
-                     "texture": {"sample_type": w.TextureSampleType.unfilterable_float,
-                                 "view_dimension": "2d"}} for k in range(n_tex)]
-        with gpu_errors(f"compiling shader pixel/{shader}.wgsl"):
-            module = self.device.create_shader_module(code=source)
-            bgl = self.device.create_bind_group_layout(entries=entries)
-            layout = self.device.create_pipeline_layout(bind_group_layouts=[bgl])
-            pipe = self.device.create_render_pipeline(
-                layout=layout,
-                vertex={"module": module, "entry_point": "vs_main"},
-                fragment={"module": module, "entry_point": "fs_main",
-                          "targets": [{"format": FORMAT}]},
-                primitive={"topology": "triangle-list"})
-        _PIPELINES[key] = (pipe, bgl, n_tex)
-        return _PIPELINES[key]
+        return self.pipelines.get(RenderProgram(shader, n_tex, tuple(sorted(params.items()))))
 
     # -- passes ------------------------------------------------------------------------------
     def _enc(self):
@@ -142,17 +118,7 @@ class Renderer:
         return self._encoder
 
     def _timestamp_writes(self, label: str):
-        if not self.timestamps:
-            return None
-        n = len(self._batch_labels)
-        set_index, slot = divmod(n, QUERY_PASSES)
-        while set_index >= len(self._query_sets):
-            self._query_sets.append(self.device.create_query_set(
-                type=self.wgpu.QueryType.timestamp, count=2 * QUERY_PASSES))
-        self._batch_labels.append(label)
-        return {"query_set": self._query_sets[set_index],
-                "beginning_of_pass_write_index": 2 * slot,
-                "end_of_pass_write_index": 2 * slot + 1}
+        return self._stamps.writes(label) if self.timestamps else None
 
     def draw(self, label: str, pipe, out: Tex, textures: list[Tex], params: bytes) -> None:
         """Record one render pass: ``pipe``'s fragment shader over all of ``out``."""
@@ -187,28 +153,14 @@ class Renderer:
         if self._encoder is None:
             return
         enc, self._encoder = self._encoder, None
-        labels, self._batch_labels = self._batch_labels, []
-        staging = None
         with gpu_errors("submitting GPU work"):
-            if labels:
-                n = 2 * len(labels)
-                resolve = self.device.create_buffer(
-                    size=n * 8, usage=self.wgpu.BufferUsage.QUERY_RESOLVE
-                    | self.wgpu.BufferUsage.COPY_SRC)
-                staging = self.device.create_buffer(
-                    size=n * 8, usage=self.wgpu.BufferUsage.MAP_READ
-                    | self.wgpu.BufferUsage.COPY_DST)
-                for s in range(0, len(labels), QUERY_PASSES):
-                    count = 2 * min(QUERY_PASSES, len(labels) - s)
-                    enc.resolve_query_set(self._query_sets[s // QUERY_PASSES], 0, count,
-                                          resolve, 2 * s * 8)
-                enc.copy_buffer_to_buffer(resolve, 0, staging, 0, n * 8)
+            resolved = self._stamps.resolve(enc) if self._stamps else None
             self.queue.submit([enc.finish()])
         for t in self._dirty:
             self._clean.setdefault((t.width, t.height), []).append(t)
         self._dirty = []
-        if staging is not None:
-            self._time_futures.append((labels, self.map_async(staging, np.uint64, None)))
+        if resolved is not None:
+            self._stamps.read(resolved)
 
     def map_async(self, staging, dtype, convert) -> Future:
         """Map ``staging`` (already copied into by submitted work); the future gets its data."""
@@ -246,18 +198,12 @@ class Renderer:
     # -- timings -----------------------------------------------------------------------------
     def take_timings(self) -> dict[str, float]:
         """Milliseconds per label of everything flushed since the last call (waits for it)."""
-        out: dict[str, float] = {}
-        futures, self._time_futures = self._time_futures, []
-        for labels, fut in futures:
-            ticks = fut.result()
-            for i, label in enumerate(labels):
-                begin, end = int(ticks[2 * i]), int(ticks[2 * i + 1])
-                ms = max(0, end - begin) / 1e6
-                out[label] = out.get(label, 0.0) + ms
-        return out
+        times = self._stamps.collect() if self._stamps else None
+        return times.result() if times is not None else {}
 
     def discard_timings(self) -> None:
-        self._time_futures = []
+        if self._stamps:
+            self._stamps.begin_run()
 
     def close(self) -> None:
         self.flush()
@@ -267,3 +213,36 @@ class Renderer:
             except Exception:  # already gone with the device
                 pass
         self._all, self._clean, self._dirty = [], {}, []
+
+
+@dataclass(frozen=True)
+class RenderProgram:
+    """A pixel shader file, its texture count and template parameters (the cache key); its
+    render pipeline is built once per device."""
+
+    shader: str
+    n_tex: int
+    params: tuple[tuple[str, object], ...] = ()
+
+    def build(self, device) -> tuple:
+        """(render pipeline, bind group layout, texture count)."""
+        import wgpu
+
+        source = load_shader(f"pixel/{self.shader}.wgsl", prelude="pixel/common.wgsl",
+                             **dict(self.params))
+        entries = [{"binding": 0, "visibility": wgpu.ShaderStage.FRAGMENT,
+                    "buffer": {"type": wgpu.BufferBindingType.uniform}}]
+        entries += [{"binding": 1 + k, "visibility": wgpu.ShaderStage.FRAGMENT,
+                     "texture": {"sample_type": wgpu.TextureSampleType.unfilterable_float,
+                                 "view_dimension": "2d"}} for k in range(self.n_tex)]
+        with gpu_errors(f"compiling shader pixel/{self.shader}.wgsl"):
+            module = device.create_shader_module(code=source)
+            bgl = device.create_bind_group_layout(entries=entries)
+            layout = device.create_pipeline_layout(bind_group_layouts=[bgl])
+            pipe = device.create_render_pipeline(
+                layout=layout,
+                vertex={"module": module, "entry_point": "vs_main"},
+                fragment={"module": module, "entry_point": "fs_main",
+                          "targets": [{"format": FORMAT}]},
+                primitive={"topology": "triangle-list"})
+        return pipe, bgl, self.n_tex

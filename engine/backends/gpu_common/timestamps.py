@@ -1,4 +1,5 @@
-"""Per-layer GPU time from timestamp queries written at the start and end of each pass.
+"""Per-layer GPU time from timestamp queries written at the start and end of each pass
+(GPU_COMPUTE's compute passes, GPU_PIXEL's render passes).
 
 Stamps are resolved into a buffer at every flush and read back asynchronously, so timing
 never makes the engine wait for the GPU: ``collect`` hands the worker a future that resolves
@@ -32,7 +33,7 @@ class Timestamps:
         self._pending = []
 
     def writes(self, layer: str | None) -> dict:
-        """``timestamp_writes`` for the next compute pass (two queries: begin, end)."""
+        """``timestamp_writes`` for the next pass (two queries: begin, end)."""
         set_index, query = divmod(self._next, SET_SIZE)
         while set_index >= len(self._sets):
             with gpu_errors("creating a timestamp query set"):
