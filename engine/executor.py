@@ -46,7 +46,12 @@ class _Job:
         try:
             result = self.fn(*self.args)
         except BaseException as exc:  # noqa: BLE001 - delivered to whoever waits
-            self.future.set_exception(exc)
+            if not self.future.done():
+                self.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                # Ctrl-C (or exit) in a job a blocked thread took over: it stops that
+                # thread's program, not just this job
+                raise
         else:
             self.future.set_result(result)
 
@@ -96,17 +101,25 @@ class _Engine:
                 self._done()
 
     def help_until(self, future: Future) -> None:
+        was = getattr(_local, "engine", False)
         while not future.done():
-            job = self._take(block=False, stealing=True)
-            if job is None:
-                return
-            was = getattr(_local, "engine", False)
-            _local.engine = True
+            taken = False
             try:
+                with self.cond:
+                    if self.busy or not self.queue or not self.queue[0].stealable:
+                        return
+                    job = self.queue.popleft()
+                    self.busy = taken = True
+                _local.engine = True
                 job.run()
             finally:
-                _local.engine = was
-                self._done()
+                # plain stores first: a Ctrl-C landing in here must not leave the queue
+                # marked busy (the engine thread would never run another job)
+                if taken:
+                    _local.engine = was
+                    self.busy = False
+                    with self.cond:
+                        self.cond.notify_all()
 
     def stop(self) -> None:
         with self.cond:

@@ -139,9 +139,11 @@ class Backend(ABC):
         """Start a readback; the future resolves to the CPU array. Default: blocking download."""
         fut: Future = Future()
         try:
-            fut.set_result(self.download(handle, meta))
-        except BaseException as exc:  # delivered to whoever waits on the readback
+            data = self.download(handle, meta)
+        except Exception as exc:  # delivered to whoever waits on the readback
             fut.set_exception(exc)
+        else:
+            fut.set_result(data)
         return fut
 
     @abstractmethod
