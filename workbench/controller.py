@@ -149,11 +149,6 @@ class EngineController(AnalysisJobs, QObject):
         with self._lock:
             self._token += 1
 
-    def preview(self, layer_index: int, tensor: str, feeds: dict[str, np.ndarray],
-                feeds_key: object) -> None:
-        """Show one layer's output as the backend computed it (``intermediate_ready``)."""
-        self.capture(tensor, feeds)
-
     def take_result(self) -> RunResult | None:
         with self._lock:
             result, self._mailbox = self._mailbox, None

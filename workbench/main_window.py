@@ -178,8 +178,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
         self.timing.select(name)
         self.details.show_layer(model, layer, self.placement.get(name), self.times.get(name))
         if self.details.preview_tensor:
-            self.controller.preview(index, self.details.preview_tensor, self.inputs.feeds(),
-                                    self.inputs.version)
+            self.controller.capture(self.details.preview_tensor, self.inputs.feeds())
 
     def show_message(self, level: str, text: str) -> None:
         self.message_bar.show_message(level, text)
@@ -355,8 +354,7 @@ class MainWindow(WindowUi, WindowFiles, WindowCompare, WindowPlacement, WindowBa
             index = next(i for i, la in enumerate(layers) if la.name == name)
             self.details.show_layer(self.loaded.model, layers[index],
                                     self.placement.get(name), self.times.get(name))
-            self.controller.preview(index, self.details.preview_tensor or "",
-                                    self.inputs.feeds(), self.inputs.version)
+            self.controller.capture(self.details.preview_tensor or "", self.inputs.feeds())
         self._update_actions()
         self.run_completed.emit(profile)
 
