@@ -54,8 +54,9 @@ class WindowCompare:
                 self.show_message("warning", f"Cannot compare on {kind.name}: "
                                   f"{self.backend_status.get(kind)}")
                 return False
-        feeds = self.inputs.feeds()
-        if len(feeds) != len(self.inputs.cards):
+        self.session.set_feeds(self.inputs.feeds())
+        feeds = self.session.feeds
+        if self.session.missing_inputs():
             self.show_message("error", "Every input needs a value before comparing")
             return False
         self.stop_run()

@@ -73,9 +73,7 @@ class WindowPlacement:
 
     def _reprepare(self) -> None:
         self.stop_run()
-        self._prepared_for = self.backend
-        self.placement = {}  # known again when the rebuilt worker is ready (the graph keeps
-        # the old colours until then)
+        self.session.rebuild_worker()  # the graph keeps the old colours until it is ready
         self.controller.prepare(self.backend, self.session.overrides_for(self.backend),
                                 fallback=Session.overrides_of(self._previous_overrides,
                                                               self.backend))
@@ -86,10 +84,11 @@ class WindowPlacement:
         self.show_message("warning", f"Cannot move the layer: {message}")
         self.overrides_refused.emit(message)
 
-    def _load_overrides(self, path: str) -> None:
-        saved = self.settings.value(_settings_key(path), "")
-        self.session.set_model(path, Session.overrides_from_json(saved or ""))
-        self._previous_overrides = dict(self.session.overrides)
+    def _saved_overrides(self, path: str) -> dict[str, BackendType]:
+        """The overrides saved for the model at ``path``."""
+        saved = Session.overrides_from_json(self.settings.value(_settings_key(path), "") or "")
+        self._previous_overrides = dict(saved)
+        return saved
 
     def _save_overrides(self) -> None:
         if self.session.model_path:
@@ -140,8 +139,7 @@ class WindowPlacement:
             self.controller.plan_for(shapes)
 
     def _on_plan_ready(self, kind: BackendType, shapes: dict, placement: dict) -> None:
-        if kind is not self.backend or shapes != self.inputs.shapes():
+        if shapes != self.inputs.shapes() or not self.session.set_placement(kind, placement):
             return
-        self.placement = placement
         self.graph.set_placement(placement)
         self.placement_shown.emit(placement)
