@@ -148,3 +148,21 @@ def test_run_through_the_bridge_matches_a_direct_worker(qtbot, model):
         assert s.runs_shown == 1
     finally:
         controller.shutdown(timeout=30)
+
+
+def test_refused_move_restores_overrides_and_compare_flags():
+    s = Session()
+    s.set_model("/m.onnx", {"a": BackendType.CPU})
+    s.move_layers(["b"], BackendType.GPU_COMPUTE)
+    assert s.overrides == {"a": BackendType.CPU, "b": BackendType.GPU_COMPUTE}
+    assert s.fallback_overrides(BackendType.GPU_COMPUTE) == {"a": BackendType.CPU}
+    s.move_refused()
+    assert s.overrides == {"a": BackendType.CPU}
+    s.move_layers(["a"], None)
+    assert s.overrides == {} and s.previous_overrides == {"a": BackendType.CPU}
+    assert not s.drop_compare()
+    s.start_compare()
+    assert s.comparing and s.drop_compare() and not s.comparing
+    s.start_compare()
+    s.set_compare(None)
+    assert not s.comparing

@@ -119,8 +119,11 @@ class Session:
         self.load_timings: dict[str, float] = {}
         self.model_path: str | None = None
         self.overrides: dict[str, BackendType] = {}
+        #: the overrides before the last move, restored if the engine refuses it
+        self.previous_overrides: dict[str, BackendType] = {}
         self.input_shapes: dict[str, tuple[int, ...]] = {}
         self.compare: CompareResult | None = None
+        self.comparing = False  # a comparison is running in the bridge
         self.threshold = DEFAULT_THRESHOLD
         self.batch: list[BatchRow] = []
         self.batch_total = 0
@@ -278,6 +281,7 @@ class Session:
         """A new model: forget results; start from the overrides saved for it."""
         self.model_path = path
         self.overrides = dict(overrides or {})
+        self.previous_overrides = dict(self.overrides)
         self.input_shapes = {}
         self.compare = None
         self.batch, self.batch_total = [], 0
@@ -288,6 +292,20 @@ class Session:
         """Replace every override."""
         self.overrides = dict(overrides)
         self._notify("overrides")
+
+    def move_layers(self, names: list[str], backend: BackendType | None) -> None:
+        """Run ``names`` on ``backend`` (None: the engine's choice), remembering the overrides
+        before the move in case the engine refuses it."""
+        self.previous_overrides = dict(self.overrides)
+        self.set_overrides(self.with_override(names, backend))
+
+    def move_refused(self) -> None:
+        """The engine refused the last move: the overrides before it are back."""
+        self.set_overrides(self.previous_overrides)
+
+    def fallback_overrides(self, backend: BackendType) -> dict[str, BackendType]:
+        """What a worker of ``backend`` takes if the current overrides are refused."""
+        return self.overrides_of(self.previous_overrides, backend)
 
     def with_override(self, names: list[str], backend: BackendType | None
                       ) -> dict[str, BackendType]:
@@ -331,8 +349,19 @@ class Session:
         self._notify("shapes")
 
     # -- compare ----------------------------------------------------------------------------
+    def start_compare(self) -> None:
+        """A comparison was queued; its result replaces the current one."""
+        self.comparing = True
+
+    def drop_compare(self) -> bool:
+        """A comparison going on no longer matters (it failed, or another model was opened);
+        True when one was going on."""
+        was, self.comparing = self.comparing, False
+        return was
+
     def set_compare(self, result: CompareResult | None) -> None:
         """A finished comparison (or None to clear it)."""
+        self.comparing = False
         self.compare = result
         self._notify("compare")
 

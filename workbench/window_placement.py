@@ -30,7 +30,6 @@ class WindowPlacement:
     overrides_refused = Signal(str)
 
     def _connect_placement(self) -> None:
-        self._previous_overrides: dict = {}
         self.graph.layer_menu_requested.connect(self._layer_menu)
         self.controller.overrides_refused.connect(self._on_overrides_refused)
         self.controller.plan_ready.connect(self._on_plan_ready)
@@ -41,8 +40,7 @@ class WindowPlacement:
         if topic == "model":  # results of the previous model leave the panels
             self.memory_panel.update_timeline(None)
             self.compare_panel.show_result(None, self.session.threshold, None)
-            if self.comparing:  # a comparison of the previous model is dropped
-                self.comparing = False
+            if self.session.drop_compare():  # a comparison of the previous model is dropped
                 self.compare_panel.set_idle("The comparison was dropped: another model "
                                             "was opened.")
 
@@ -65,8 +63,7 @@ class WindowPlacement:
             self.show_message("warning", f"Select {kind.name} as the backend first: a layer "
                               "can run on the CPU or on the selected backend")
             return False
-        self._previous_overrides = dict(self.session.overrides)
-        self.session.set_overrides(self.session.with_override(names, kind))
+        self.session.move_layers(names, kind)
         self._save_overrides()
         self._reprepare()
         return True
@@ -75,20 +72,17 @@ class WindowPlacement:
         self.stop_run()
         self.session.rebuild_worker()  # the graph keeps the old colours until it is ready
         self.controller.prepare(self.backend, self.session.overrides_for(self.backend),
-                                fallback=Session.overrides_of(self._previous_overrides,
-                                                              self.backend))
+                                fallback=self.session.fallback_overrides(self.backend))
 
     def _on_overrides_refused(self, message: str) -> None:
-        self.session.set_overrides(self._previous_overrides)
+        self.session.move_refused()
         self._save_overrides()
         self.show_message("warning", f"Cannot move the layer: {message}")
         self.overrides_refused.emit(message)
 
     def _saved_overrides(self, path: str) -> dict[str, BackendType]:
         """The overrides saved for the model at ``path``."""
-        saved = Session.overrides_from_json(self.settings.value(_settings_key(path), "") or "")
-        self._previous_overrides = dict(saved)
-        return saved
+        return Session.overrides_from_json(self.settings.value(_settings_key(path), "") or "")
 
     def _save_overrides(self) -> None:
         if self.session.model_path:
