@@ -36,7 +36,6 @@ class Intermediate:
 class AnalysisJobs:
     """Compare, plan, capture and batch jobs; needs the controller's queue and worker."""
 
-    compare_progress = Signal(str, float)   # stage, fraction
     compare_done = Signal(object)           # CompareResult
     compare_failed = Signal(str)
     plan_ready = Signal(object, object, object)  # BackendType, {input: shape}, {layer: Placement}

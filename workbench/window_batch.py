@@ -82,7 +82,7 @@ class WindowBatch:
 
         self.stop_run()
         self.session.start_batch(len(files))
-        self.batch_panel.start(len(files))
+        self.batch_panel.start(self.session.batch_total)
         self.docks["batch"].raise_()
         self.controller.run_batch(files, convert, self.loaded.labels)
         return True
