@@ -89,6 +89,9 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
             lambda: deprioritize_other_threads({self._ui_tid}, changed=self._reniced))
         self._nice_timer.start(1500)
         self._build_ui()
+        # the run / export actions follow the session's run state and results
+        self.session.subscribe(lambda topic: topic in ("model", "run", "result")
+                               and self._update_actions())
         self._connect()
         self._build_compare()
         self._build_batch()
@@ -135,7 +138,6 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
         self._messages_before_run = len(self.message_bar.history)
         self.session.begin_run(self.controller.run(self.session.feeds, continuous))
         self.status_run.setText("running continuously…" if continuous else "running…")
-        self._update_actions()
         return True
 
     def stop_run(self) -> None:

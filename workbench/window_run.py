@@ -177,7 +177,6 @@ class WindowRun:
             self.details.show_layer(session.model, session.model.layers[index],
                                     session.placement.get(name), session.times.get(name))
             self.controller.capture(self.details.preview_tensor or "", session.feeds)
-        self._update_actions()
         self.run_completed.emit(result.profile)
 
     def _on_run_failed(self, message: str, token: int) -> None:
@@ -185,10 +184,8 @@ class WindowRun:
             return
         self.show_message("error", message)
         self.status_run.setText("run failed")
-        self._update_actions()
 
     def _on_run_finished(self, token: int) -> None:
         if self.session.run_finished(token):
             if self.status_run.text().startswith("running"):
                 self.status_run.setText("done")
-            self._update_actions()
