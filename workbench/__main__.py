@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow()
     window.show()
     try:
-        window.backend = BackendType.parse(args.backend)
+        window.session.choose_backend(BackendType.parse(args.backend))  # used once loaded
     except ValueError as exc:
         window.show_message("warning", str(exc))
     if args.run:

@@ -90,10 +90,6 @@ class ComparePanel(QWidget):
         box.addWidget(self.status)
         box.addWidget(self.plot, 1)
 
-    def threshold_value(self) -> float:
-        """The threshold typed in the panel (the last valid one)."""
-        return self._threshold
-
     def set_threshold(self, value: float) -> None:
         """Show ``value`` as the threshold (does not emit)."""
         self.threshold.setText(f"{value:g}")

@@ -1,5 +1,11 @@
-"""The run controller: one long-lived thread that loads models, lays them out, builds workers
-and runs them; results come back to the UI thread through Qt signals.
+"""The UI↔engine bridge: the one place where the window's actions become engine work.
+
+One long-lived controller thread loads models, lays them out, builds workers and runs them;
+results come back to the UI thread through Qt signals, and the window records them in its
+``workbench.session.Session``. ``controller_jobs.py`` is part of this bridge (its analysis
+jobs, as a mixin of ``EngineController``). Nothing else in the window calls the engine's
+``Worker`` (the headless mode of ``python -m workbench`` and the model-loading helper process
+run without a window).
 
 Nothing here blocks the UI thread: every public method only queues a job. Runs are waited
 for in this controller thread (``download_to_array`` after ``readback_request``), never in
@@ -15,54 +21,19 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal
 
 from engine import BackendType, BackendUnavailableError, EngineError, Worker, executor
 from engine.backends import create_backend
-from engine.profile import Profile
 from workbench.controller_jobs import AnalysisJobs
 from workbench.graph_geometry import build_geometry
-from workbench.layout import GraphLayout
 from workbench.model_process import ModelProcess
+from workbench.session import LoadedModel, RunResult
 
 MIN_PERIOD_S = 0.01  # continuous runs start at most this often
 UI_WAIT_S = 0.2      # longest a continuous run waits for the window to finish showing one
-
-
-@dataclass
-class LoadedModel:
-    """What the UI needs about a freshly loaded model."""
-
-    path: str
-    model: Any  # engine.Model
-    layout: GraphLayout
-    preprocess: dict | None = None
-    labels: list[str] | None = None
-    load_ms: float = 0.0
-    layout_ms: float = 0.0
-    generation: int = 0
-    geometry: Any = None  # workbench.graph_view.GraphGeometry, built off the UI thread
-
-
-@dataclass
-class RunResult:
-    """One completed run: its profile, the outputs read back, and the placement used."""
-
-    generation: int
-    index: int
-    backend: BackendType
-    profile: Profile
-    outputs: dict[str, np.ndarray]
-    placement: dict[str, Any] = field(default_factory=dict)
-    token: int = 0
-    #: {layer: engine.ops.costs.LayerCost} and engine.analysis.MemoryTimeline of the run's
-    #: shapes and placement (None where the engine could not derive them)
-    costs: dict[str, Any] | None = None
-    memory: Any = None
 
 
 def describe_error(exc: BaseException) -> str:
@@ -148,11 +119,6 @@ class EngineController(AnalysisJobs, QObject):
         """Stop after the run in flight (its result is dropped); returns at once."""
         with self._lock:
             self._token += 1
-
-    def preview(self, layer_index: int, tensor: str, feeds: dict[str, np.ndarray],
-                feeds_key: object) -> None:
-        """Show one layer's output as the backend computed it (``intermediate_ready``)."""
-        self.capture(tensor, feeds)
 
     def take_result(self) -> RunResult | None:
         with self._lock:

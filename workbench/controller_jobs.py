@@ -36,7 +36,6 @@ class Intermediate:
 class AnalysisJobs:
     """Compare, plan, capture and batch jobs; needs the controller's queue and worker."""
 
-    compare_progress = Signal(str, float)   # stage, fraction
     compare_done = Signal(object)           # CompareResult
     compare_failed = Signal(str)
     plan_ready = Signal(object, object, object)  # BackendType, {input: shape}, {layer: Placement}
@@ -57,9 +56,12 @@ class AnalysisJobs:
         self._jobs.put((self._do_plan, (dict(shapes), self._generation)))
 
     def capture(self, tensor: str, feeds: dict[str, np.ndarray]) -> None:
-        """Read ``tensor`` from the backend that computes it (``intermediate_ready``): a run
-        going on captures it; otherwise, or after it, one run with capture does, unless the
-        last run already captured it for these very inputs."""
+        """Read ``tensor`` from the backend that computes it (``intermediate_ready``).
+
+        A run loop going on captures it on its next run (so a continuous run shows it within
+        one run). Otherwise one captured run is queued in the controller thread like every
+        other job: it waits behind a job in progress (a compare, a batch, a worker being
+        built) and is skipped when the last run already captured it for these very inputs."""
         self.capture_target = tensor
         self._capture_feeds = feeds
         if not getattr(self, "_capture_queued", False):  # one queued request serves them all

@@ -63,10 +63,6 @@ class GraphView(QGraphicsView):
         self.fit_top()
         self.viewport().update()
 
-    def clear_graph(self) -> None:
-        self.scene().clear()
-        self.item = None
-
     def set_placement(self, placement: dict | None) -> None:
         self.placement = dict(placement or {})
         if self.item is not None:

@@ -240,7 +240,6 @@ class InputsPanel(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.cards: list[InputCard] = []
-        self.version = 0
         outer = QVBoxLayout(self)
         outer.setContentsMargins(4, 4, 4, 4)
         row = QHBoxLayout()
@@ -304,6 +303,5 @@ class InputsPanel(QWidget):
             card.set_seed(value)
 
     def _card_changed(self) -> None:
-        self.version += 1
         self.changed.emit()
 

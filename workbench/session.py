@@ -1,8 +1,13 @@
 """The workbench's session state, without Qt: what the user chose and what came back.
 
-Widgets observe a ``Session`` (``subscribe(fn)``; ``fn(topic)`` is called after a change with
-one of ``TOPICS``) instead of keeping state in the main window. Nothing here imports Qt, so a
-script or another front end can drive the same state.
+The window is a view of a ``Session``: the model loaded, its inputs, the backend chosen (and
+which backends work), placement overrides and input shapes, the placement shown, the run
+state machine (running, the token of the run whose results are shown) and the last results
+(profile, outputs, per-layer times), compare and batch results. Widgets observe it
+(``subscribe(fn)``; ``fn(topic)`` is called after a change with one of ``TOPICS``) instead
+of keeping state in the main window. Nothing here imports Qt or runs engine work, so a
+script, a test or another front end can drive the same state; the engine work itself goes
+through the UI↔engine bridge, ``workbench.controller``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,47 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from engine import BackendType
 
-TOPICS = ("model", "overrides", "shapes", "compare", "batch")
+TOPICS = ("model", "overrides", "shapes", "compare", "batch", "backends", "placement", "inputs",
+          "run", "result")
+#: a backend whose availability is still being checked
+PENDING = "checking…"
 DEFAULT_THRESHOLD = 1e-3
+
+
+@dataclass
+class LoadedModel:
+    """What the UI needs about a freshly loaded model."""
+
+    path: str
+    model: Any  # engine.Model
+    layout: Any  # workbench.layout.GraphLayout
+    preprocess: dict | None = None
+    labels: list[str] | None = None
+    load_ms: float = 0.0
+    layout_ms: float = 0.0
+    generation: int = 0
+    geometry: Any = None  # workbench.graph_geometry.GraphGeometry, built off the UI thread
+
+
+@dataclass
+class RunResult:
+    """One completed run: its profile, the outputs read back, and the placement used."""
+
+    generation: int
+    index: int
+    backend: BackendType
+    profile: Any  # engine.profile.Profile
+    outputs: dict[str, np.ndarray]
+    placement: dict[str, Any] = field(default_factory=dict)
+    token: int = 0
+    #: {layer: engine.ops.costs.LayerCost} and engine.analysis.MemoryTimeline of the run's
+    #: shapes and placement (None where the engine could not derive them)
+    costs: dict[str, Any] | None = None
+    memory: Any = None
 
 
 @dataclass
@@ -55,13 +97,33 @@ class BatchRow:
 
 
 class Session:
-    """Per-model choices (placement overrides, input shapes) and results (compare, batch)."""
+    """The model, its inputs, the backend, per-model choices (placement overrides, input
+    shapes), the run state and results (last run, compare, batch)."""
 
     def __init__(self) -> None:
+        self.loaded: LoadedModel | None = None
+        self.feeds: dict[str, np.ndarray] = {}
+        self.backend = BackendType.CPU
+        #: {backend: None (works) | PENDING | why it is unavailable}
+        self.backend_status: dict[BackendType, str | None] = {
+            BackendType.CPU: None, BackendType.GPU_COMPUTE: PENDING, BackendType.GPU_PIXEL: PENDING}
+        #: the backend a worker was last asked for (None: none yet, or it failed)
+        self.prepared_for: BackendType | None = None
+        self.placement: dict[str, Any] = {}  # {layer: engine Placement} shown on the graph
+        self.running = False
+        self.token: int | None = None  # the run whose results are shown; None: none
+        self.last_profile = None
+        self.last_outputs: dict[str, np.ndarray] = {}
+        self.times: dict[str, float] = {}  # {layer: ms} of the last run shown
+        self.runs_shown = 0
+        self.load_timings: dict[str, float] = {}
         self.model_path: str | None = None
         self.overrides: dict[str, BackendType] = {}
+        #: the overrides before the last move, restored if the engine refuses it
+        self.previous_overrides: dict[str, BackendType] = {}
         self.input_shapes: dict[str, tuple[int, ...]] = {}
         self.compare: CompareResult | None = None
+        self.comparing = False  # a comparison is running in the bridge
         self.threshold = DEFAULT_THRESHOLD
         self.batch: list[BatchRow] = []
         self.batch_total = 0
@@ -77,10 +139,149 @@ class Session:
             fn(topic)
 
     # -- model ------------------------------------------------------------------------------
+    @property
+    def model(self):
+        """The loaded ``engine.Model`` (None before the first load)."""
+        return None if self.loaded is None else self.loaded.model
+
+    def set_loaded(self, lm: LoadedModel, overrides: dict[str, BackendType] | None = None
+                   ) -> None:
+        """A model finished loading: it replaces the current one and its results; the backend
+        falls back to the CPU if the chosen one turned out unavailable; a worker is needed."""
+        self.loaded = lm
+        self.placement, self.times, self.last_profile, self.last_outputs = {}, {}, None, {}
+        self.runs_shown = 0
+        self.feeds = {}
+        self.load_timings.update(load_ms=lm.load_ms, layout_ms=lm.layout_ms)
+        if not self.is_backend_available(self.backend) and \
+                self.backend_status.get(self.backend) != PENDING:
+            self.backend = BackendType.CPU
+        self.prepared_for = None
+        self.set_model(lm.path, overrides)
+
+    def layer_index(self, name: str) -> int:
+        """Position of layer ``name`` in the model (-1: no such layer, or no model)."""
+        model = self.model
+        if model is None:
+            return -1
+        return next((i for i, layer in enumerate(model.layers) if layer.name == name), -1)
+
+    # -- inputs -----------------------------------------------------------------------------
+    def set_feeds(self, feeds: dict[str, np.ndarray]) -> None:
+        """The current value of every input that has one."""
+        self.feeds = dict(feeds)
+        self._notify("inputs")
+
+    def missing_inputs(self) -> list[str]:
+        """Inputs of the model that have no value yet."""
+        model = self.model
+        return [] if model is None else [s.name for s in model.inputs if s.name not in self.feeds]
+
+    # -- backends ---------------------------------------------------------------------------
+    def set_backend_status(self, status: dict[BackendType, str | None]) -> None:
+        """What a probe (or a failed preparation) found out about backends."""
+        self.backend_status.update(status)
+        self._notify("backends")
+
+    def is_backend_available(self, kind: BackendType) -> bool:
+        return self.backend_status.get(kind) is None
+
+    def unavailable_reason(self, kind: BackendType) -> str | None:
+        """Why ``kind`` cannot be chosen (None: it works, or is still being checked)."""
+        reason = self.backend_status.get(kind)
+        return None if reason == PENDING else reason
+
+    def choose_backend(self, kind: BackendType) -> bool:
+        """Select ``kind`` for the next runs; True when a worker for it must be built now
+        (the placement shown is then unknown until it is ready)."""
+        rebuild = (kind is not self.backend or self.prepared_for is not kind) and \
+            self.loaded is not None
+        self.backend = kind
+        if rebuild:
+            self.prepared_for = kind
+            self.placement = {}
+        self._notify("backends")
+        return rebuild
+
+    def rebuild_worker(self) -> None:
+        """The overrides changed: the selected backend's worker is built again."""
+        self.prepared_for = self.backend
+        self.placement = {}  # known again when the rebuilt worker is ready
+
+    def worker_failed(self, kind: BackendType, message: str, unavailable: bool) -> bool:
+        """Building a worker for ``kind`` failed; True when the window should go back to the
+        CPU (the selected GPU backend turned out not to work here)."""
+        if unavailable:
+            self.set_backend_status({kind: message})
+        self.prepared_for = None
+        return kind is self.backend and kind is not BackendType.CPU and unavailable
+
+    def set_placement(self, kind: BackendType, placement: dict[str, Any]) -> bool:
+        """A worker (or a plan for new shapes) of ``kind`` places layers so; False, and
+        nothing changes, when another backend is selected by now."""
+        if kind is not self.backend:
+            return False
+        self.placement = dict(placement)
+        self._notify("placement")
+        return True
+
+    # -- runs -------------------------------------------------------------------------------
+    def run_blocker(self) -> str | None:
+        """Why a run cannot start now (None: it can)."""
+        if self.loaded is None:
+            return "Open a model first (File ▸ Open, or drop an .onnx file)"
+        missing = self.missing_inputs()
+        if missing:
+            return f"No value for input(s) {', '.join(missing)}"
+        return None
+
+    def begin_run(self, token: int) -> None:
+        """A run (once or continuous) with ``token`` was queued: only its results are shown."""
+        self.running, self.token = True, token
+        self._notify("run")
+
+    def end_run(self) -> bool:
+        """Stopped: a result still coming is not shown. True when a run was going on."""
+        was, self.running, self.token = self.running, False, None
+        if was:
+            self._notify("run")
+        return was
+
+    def run_failed(self, token: int) -> bool:
+        """A run failed; True when it concerns the session (its own run, or a job's -1)."""
+        if token not in (-1, self.token):
+            return False
+        self.running, self.token = False, None
+        self._notify("run")
+        return True
+
+    def run_finished(self, token: int) -> bool:
+        """A run-once or continuous loop ended; True when it was the session's run."""
+        if token != self.token or not self.running:
+            return False
+        self.running = False
+        self._notify("run")
+        return True
+
+    def accepts(self, result: RunResult | None, generation: int) -> bool:
+        """True when ``result`` belongs to the current run and to the bridge's current
+        ``generation`` (a load started since makes older results stale; a load that failed
+        does not change the model, yet runs after it carry its generation)."""
+        return (result is not None and self.loaded is not None and result.token == self.token
+                and result.generation == generation)
+
+    def record_result(self, result: RunResult) -> None:
+        """A run result is shown: it becomes the last profile, outputs and times."""
+        self.last_profile, self.last_outputs = result.profile, result.outputs
+        self.times = {t.name: t.ms for t in result.profile.layers}
+        self.runs_shown += 1
+        self._notify("result")
+
     def set_model(self, path: str, overrides: dict[str, BackendType] | None = None) -> None:
         """A new model: forget results; start from the overrides saved for it."""
         self.model_path = path
         self.overrides = dict(overrides or {})
+        self.previous_overrides = dict(self.overrides)
         self.input_shapes = {}
         self.compare = None
         self.batch, self.batch_total = [], 0
@@ -91,6 +292,20 @@ class Session:
         """Replace every override."""
         self.overrides = dict(overrides)
         self._notify("overrides")
+
+    def move_layers(self, names: list[str], backend: BackendType | None) -> None:
+        """Run ``names`` on ``backend`` (None: the engine's choice), remembering the overrides
+        before the move in case the engine refuses it."""
+        self.previous_overrides = dict(self.overrides)
+        self.set_overrides(self.with_override(names, backend))
+
+    def move_refused(self) -> None:
+        """The engine refused the last move: the overrides before it are back."""
+        self.set_overrides(self.previous_overrides)
+
+    def fallback_overrides(self, backend: BackendType) -> dict[str, BackendType]:
+        """What a worker of ``backend`` takes if the current overrides are refused."""
+        return self.overrides_of(self.previous_overrides, backend)
 
     def with_override(self, names: list[str], backend: BackendType | None
                       ) -> dict[str, BackendType]:
@@ -134,8 +349,19 @@ class Session:
         self._notify("shapes")
 
     # -- compare ----------------------------------------------------------------------------
+    def start_compare(self) -> None:
+        """A comparison was queued; its result replaces the current one."""
+        self.comparing = True
+
+    def drop_compare(self) -> bool:
+        """A comparison going on no longer matters (it failed, or another model was opened);
+        True when one was going on."""
+        was, self.comparing = self.comparing, False
+        return was
+
     def set_compare(self, result: CompareResult | None) -> None:
         """A finished comparison (or None to clear it)."""
+        self.comparing = False
         self.compare = result
         self._notify("compare")
 

@@ -46,10 +46,6 @@ def lighten(hex_color: str, amount: float = 0.75) -> str:
     return f"#{r:02X}{g:02X}{b:02X}"
 
 
-def backend_color(kind: BackendType | str) -> str:
-    return BACKEND_COLORS[BackendType.parse(kind)]
-
-
 STYLESHEET = """
 QMainWindow { background: #F0F2F5; }
 QDockWidget::title { background: #E4E7EC; padding: 4px 8px; font-weight: 600; }

@@ -147,12 +147,6 @@ class TimingPanel(QWidget):
         self.hover.setText("Run the model to see per-layer timings.")
         self.summary.setText("")
 
-    def update_profile(self, profile: Profile) -> None:
-        """Show one run's profile (bars, op summary) and append its latency."""
-        self.update_bars(profile)
-        self.update_latency(profile)
-        self.update_ops(profile)
-
     def set_costs(self, costs: dict | None) -> None:
         """Per-layer FLOPs and bytes (``engine.ops.costs.LayerCost``) for the GFLOP/s and
         bytes views."""

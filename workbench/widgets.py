@@ -99,9 +99,6 @@ class StableLabel(QWidget):
     def text(self) -> str:
         return self._text
 
-    def plain_text(self) -> str:
-        return self._doc.toPlainText()
-
     def sizeHint(self) -> QSize:
         return self._hint
 

@@ -48,8 +48,6 @@ class WindowBatch:
         self.tabifyDockWidget(self.docks["timing"], dock)
         self.docks["timing"].raise_()
         self.docks["batch"] = dock
-        self.batch_running = False
-        self._batch_token: int | None = None
         self.batch_panel.export_requested.connect(self._export_batch_dialog)
         self.batch_panel.stop_requested.connect(self.stop_run)
         self.controller.batch_row.connect(self._on_batch_row)
@@ -84,10 +82,9 @@ class WindowBatch:
 
         self.stop_run()
         self.session.start_batch(len(files))
-        self.batch_panel.start(len(files))
+        self.batch_panel.start(self.session.batch_total)
         self.docks["batch"].raise_()
-        self.batch_running = True
-        self._batch_token = self.controller.run_batch(files, convert, self.loaded.labels)
+        self.controller.run_batch(files, convert, self.loaded.labels)
         return True
 
     def export_batch_csv(self, path: str) -> bool:
@@ -109,7 +106,6 @@ class WindowBatch:
         self.batch_panel.add_row(row, done)
 
     def _on_batch_finished(self, done: int) -> None:
-        self.batch_running = False
         self.batch_panel.finish(self.session.batch)
         self.batch_completed.emit(list(self.session.batch))
 

@@ -32,7 +32,6 @@ class WindowCompare:
         self.tabifyDockWidget(self.docks["timing"], dock)
         self.docks["timing"].raise_()
         self.docks["compare"] = dock
-        self.comparing = False
         panel = self.compare_panel
         panel.compare_requested.connect(self.compare_backends)
         panel.threshold_changed.connect(self.set_compare_threshold)
@@ -54,12 +53,13 @@ class WindowCompare:
                 self.show_message("warning", f"Cannot compare on {kind.name}: "
                                   f"{self.backend_status.get(kind)}")
                 return False
-        feeds = self.inputs.feeds()
-        if len(feeds) != len(self.inputs.cards):
+        self.session.set_feeds(self.inputs.feeds())
+        feeds = self.session.feeds
+        if self.session.missing_inputs():
             self.show_message("error", "Every input needs a value before comparing")
             return False
         self.stop_run()
-        self.comparing = True
+        self.session.start_compare()
         self.compare_panel.set_busy(f"Comparing {kinds[0].name} against {kinds[1].name}…")
         self.docks["compare"].raise_()
         self.controller.compare(kinds[0], kinds[1], feeds)
@@ -72,13 +72,12 @@ class WindowCompare:
         self._show_compare(select=True)
 
     def _on_compare_done(self, result: CompareResult) -> None:
-        self.comparing = False
         self.session.set_compare(result)
         self._show_compare(select=True)
         self.compare_completed.emit(result)
 
     def _on_compare_failed(self, message: str) -> None:
-        self.comparing = False
+        self.session.drop_compare()
         self.compare_panel.set_idle(message)
         self.show_message("error", message)
         self.compare_failed.emit(message)

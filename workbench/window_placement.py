@@ -30,7 +30,6 @@ class WindowPlacement:
     overrides_refused = Signal(str)
 
     def _connect_placement(self) -> None:
-        self._previous_overrides: dict = {}
         self.graph.layer_menu_requested.connect(self._layer_menu)
         self.controller.overrides_refused.connect(self._on_overrides_refused)
         self.controller.plan_ready.connect(self._on_plan_ready)
@@ -41,8 +40,7 @@ class WindowPlacement:
         if topic == "model":  # results of the previous model leave the panels
             self.memory_panel.update_timeline(None)
             self.compare_panel.show_result(None, self.session.threshold, None)
-            if self.comparing:  # a comparison of the previous model is dropped
-                self.comparing = False
+            if self.session.drop_compare():  # a comparison of the previous model is dropped
                 self.compare_panel.set_idle("The comparison was dropped: another model "
                                             "was opened.")
 
@@ -65,31 +63,26 @@ class WindowPlacement:
             self.show_message("warning", f"Select {kind.name} as the backend first: a layer "
                               "can run on the CPU or on the selected backend")
             return False
-        self._previous_overrides = dict(self.session.overrides)
-        self.session.set_overrides(self.session.with_override(names, kind))
+        self.session.move_layers(names, kind)
         self._save_overrides()
         self._reprepare()
         return True
 
     def _reprepare(self) -> None:
         self.stop_run()
-        self._prepared_for = self.backend
-        self.placement = {}  # known again when the rebuilt worker is ready (the graph keeps
-        # the old colours until then)
+        self.session.rebuild_worker()  # the graph keeps the old colours until it is ready
         self.controller.prepare(self.backend, self.session.overrides_for(self.backend),
-                                fallback=Session.overrides_of(self._previous_overrides,
-                                                              self.backend))
+                                fallback=self.session.fallback_overrides(self.backend))
 
     def _on_overrides_refused(self, message: str) -> None:
-        self.session.set_overrides(self._previous_overrides)
+        self.session.move_refused()
         self._save_overrides()
         self.show_message("warning", f"Cannot move the layer: {message}")
         self.overrides_refused.emit(message)
 
-    def _load_overrides(self, path: str) -> None:
-        saved = self.settings.value(_settings_key(path), "")
-        self.session.set_model(path, Session.overrides_from_json(saved or ""))
-        self._previous_overrides = dict(self.session.overrides)
+    def _saved_overrides(self, path: str) -> dict[str, BackendType]:
+        """The overrides saved for the model at ``path``."""
+        return Session.overrides_from_json(self.settings.value(_settings_key(path), "") or "")
 
     def _save_overrides(self) -> None:
         if self.session.model_path:
@@ -140,8 +133,7 @@ class WindowPlacement:
             self.controller.plan_for(shapes)
 
     def _on_plan_ready(self, kind: BackendType, shapes: dict, placement: dict) -> None:
-        if kind is not self.backend or shapes != self.inputs.shapes():
+        if shapes != self.inputs.shapes() or not self.session.set_placement(kind, placement):
             return
-        self.placement = placement
         self.graph.set_placement(placement)
         self.placement_shown.emit(placement)
