@@ -172,13 +172,27 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
 
     # -- model loading ----------------------------------------------------------------------
     def _on_model_ready(self, lm: LoadedModel) -> None:
+        """The graph first, then the inputs, then the output and timing panels and the
+        worker, each on its own turn of the event loop: done in one go, the switch-over held
+        the UI thread ~70 ms on a 900-layer model."""
         if lm.generation != self.controller.generation:
             return
+        self.graph.set_graph(lm.layout, lm.model, lm.geometry)
+        QTimer.singleShot(0, lambda: self._show_model(lm))
+
+    def _show_model(self, lm: LoadedModel) -> None:
+        if lm.generation != self.controller.generation:
+            return  # another model was opened meanwhile
         self.session.set_loaded(lm, self._saved_overrides(lm.path))
         model = lm.model
-        self.graph.set_graph(lm.layout, model, lm.geometry)
         self.inputs.set_model(model, lm.preprocess)
         self._feed_sample(lm)
+        QTimer.singleShot(0, lambda: self._show_results_side(lm))
+
+    def _show_results_side(self, lm: LoadedModel) -> None:
+        if lm.generation != self.controller.generation:
+            return
+        model = lm.model
         self.outputs.set_model(model, lm.labels)
         self.timing.reset([layer.name for layer in model.layers])
         self.details.show_nothing()
