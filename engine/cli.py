@@ -29,6 +29,15 @@ def _backend(text: str) -> BackendType:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _side(text: str):
+    from engine.compare import parse_side
+
+    try:
+        return parse_side(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{exc}, or cpu-f64") from exc
+
+
 def cmd_inspect(args) -> int:
     from engine.cli_inspect import cmd_inspect as inspect
 
@@ -179,11 +188,12 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the same inputs on two backends with every "
                        "intermediate captured; print each layer's relative L2 error and max "
                        "abs difference; exit 1 when a layer diverges. "
-                       f"Backends: {BACKEND_NAMES}.")
+                       f"Backends: {BACKEND_NAMES}; cpu-f64 is the CPU backend running the "
+                       "model in float64.")
     s.add_argument("model", help="the ONNX file")
-    s.add_argument("--backend", type=_backend, required=True, help=backend_help)
-    s.add_argument("--against", type=_backend, default=BackendType.CPU,
-                   help=f"the reference {backend_help} (default cpu)")
+    s.add_argument("--backend", type=_side, required=True, help=backend_help + " or cpu-f64")
+    s.add_argument("--against", type=_side, default=BackendType.CPU,
+                   help=f"the reference {backend_help}, or cpu-f64 (default cpu)")
     s.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                    help="the value of one input, from a .npy file (repeat for more inputs)")
     s.add_argument("--seed", type=cli_util.seed_arg, default=0,

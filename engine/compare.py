@@ -2,7 +2,10 @@
 
 Both workers run with every intermediate captured; each layer gets the relative L2 error
 and the largest absolute difference of its outputs, the worst over its outputs. The first
-layer whose error passes the threshold is where the backends start to disagree.
+layer whose error passes the threshold is where the backends start to disagree. The
+reference may also be ``CPU_FLOAT64``: the CPU backend running a float64 copy of the model
+(``engine.precision``), which shows each backend's own float32 error rather than its
+distance from another float32 backend.
 """
 
 from __future__ import annotations
@@ -19,6 +22,39 @@ from engine.model import Model
 DEFAULT_REL_L2 = 1e-3
 #: ... unless its largest absolute difference is below this (outputs near zero)
 DEFAULT_ABS = 1e-5
+#: the comparison side that runs the model in float64 on the CPU backend
+CPU_FLOAT64 = "cpu-f64"
+
+Side = BackendType | str
+
+
+def parse_side(value: Side) -> Side:
+    """A backend (any name ``BackendType.parse`` takes) or ``CPU_FLOAT64``."""
+    if isinstance(value, str) and value.strip().lower() in (CPU_FLOAT64, "cpu-float64"):
+        return CPU_FLOAT64
+    return BackendType.parse(value)
+
+
+def side_label(side: Side) -> str:
+    """How a side is named to users: the backend's name, or ``CPU (float64)``."""
+    return "CPU (float64)" if side == CPU_FLOAT64 else BackendType.parse(side).name
+
+
+def side_value(side: Side) -> str:
+    """The side as the CLI and the JSON name it (``gpu-pixel``, ``cpu-f64``)."""
+    return CPU_FLOAT64 if side == CPU_FLOAT64 else BackendType.parse(side).value
+
+
+def side_worker(model: Model, side: Side, feeds: dict[str, Any], **worker_args):
+    """``(worker, feeds)`` that run ``model`` on ``side``: for ``CPU_FLOAT64`` a CPU worker
+    of the float64 copy of the model, with the float inputs widened."""
+    from engine.precision import widened_feeds, widened_to_float64
+    from engine.worker import Worker
+
+    if side == CPU_FLOAT64:
+        return (Worker(widened_to_float64(model), BackendType.CPU, **worker_args),
+                widened_feeds(feeds))
+    return Worker(model, BackendType.parse(side), **worker_args), feeds
 
 
 def error_figures(got: Any, want: Any) -> tuple[float, float]:
@@ -50,21 +86,20 @@ def error_figures(got: Any, want: Any) -> tuple[float, float]:
     return rel, max_abs
 
 
-def compare_backends(model: Model, backend: BackendType | str, against: BackendType | str,
+def compare_backends(model: Model, backend: Side, against: Side,
                      feeds: dict[str, np.ndarray], rel_l2: float = DEFAULT_REL_L2,
                      abs_tol: float = DEFAULT_ABS) -> dict[str, Any]:
     """Run ``model`` on both backends and compare every layer's outputs.
 
-    Returns ``{"backend", "against", "layers": [{"name", "op_type", "rel_l2", "max_abs"}],
-    "first_divergent"}`` in execution order.
+    Either side may be ``CPU_FLOAT64``. Returns ``{"backend", "against", "layers": [{"name",
+    "op_type", "rel_l2", "max_abs"}], "first_divergent"}`` in execution order.
     """
-    from engine.worker import Worker
-
-    backend, against = BackendType.parse(backend), BackendType.parse(against)
+    backend, against = parse_side(backend), parse_side(against)
     values = []
-    for kind in (backend, against):
-        with Worker(model, kind) as worker:
-            worker.schedule(feeds, capture="all")
+    for side in (backend, against):
+        worker, side_feeds = side_worker(model, side, feeds)
+        with worker:
+            worker.schedule(side_feeds, capture="all")
             names = [o for layer in model.layers for o in layer.outputs if o]
             values.append({n: worker.peek_output(n).download_to_array() for n in names})
     got, want = values
@@ -80,7 +115,7 @@ def compare_backends(model: Model, backend: BackendType | str, against: BackendT
                        "max_abs": worst_abs})
         if first is None and worst_rel > rel_l2 and worst_abs > abs_tol:
             first = layer.name
-    return {"backend": backend.value, "against": against.value, "layers": layers,
+    return {"backend": side_value(backend), "against": side_value(against), "layers": layers,
             "first_divergent": first}
 
 

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import BackendType
+from engine.compare import CPU_FLOAT64, side_label
 from workbench import theme
 from workbench.session import CompareResult
 from workbench.widgets import StableLabel
@@ -44,6 +45,9 @@ class ComparePanel(QWidget):
         for kind in BackendType:
             self.backend.addItem(theme.BACKEND_LABELS[kind], kind)
             self.against.addItem(theme.BACKEND_LABELS[kind], kind)
+        self.against.addItem(side_label(CPU_FLOAT64), CPU_FLOAT64)
+        self.against.setToolTip("the reference: another backend, or the CPU backend running "
+                                "the model in float64 (each backend's own float32 error)")
         self.backend.setCurrentIndex(list(BackendType).index(BackendType.GPU_COMPUTE))
         self.threshold = QLineEdit("1e-3")
         self.threshold.setFixedWidth(70)
@@ -150,7 +154,8 @@ class ComparePanel(QWidget):
         else:
             self.first.setVisible(False)
         worst = int(np.nanargmax(np.where(np.isnan(rel), np.inf, rel))) if len(rel) else -1
-        text = (f"{result.backend.name} against {result.against.name}: {len(rel)} layers in "
+        text = (f"{side_label(result.backend)} against {side_label(result.against)}: "
+                f"{len(rel)} layers in "
                 f"{result.seconds:.1f} s · ")
         text += (f"first over {threshold:g}: <b>{first}</b>" if first
                  else f"no layer over {threshold:g}")

@@ -17,7 +17,7 @@ import numpy as np
 from PySide6.QtCore import Signal
 
 from engine import BackendType, EngineError, Worker
-from engine.compare import error_figures
+from engine.compare import CPU_FLOAT64, error_figures, side_label, side_worker
 from workbench.session import BatchRow, CompareResult
 
 TOP_K = 5
@@ -150,10 +150,15 @@ class AnalysisJobs:
 
     def _captured_run(self, kind: BackendType, feeds, produced: list[str], gen: int,
                       step: int) -> dict[str, np.ndarray] | None:
-        """Every produced tensor of one run on ``kind``; the current worker is reused."""
-        own = self.worker if (self.worker is not None
+        """Every produced tensor of one run on ``kind`` (a backend or ``CPU_FLOAT64``); the
+        current worker is reused."""
+        own = self.worker if (self.worker is not None and kind != CPU_FLOAT64
                               and self.worker.backend_type is kind) else None
-        worker = own or Worker(self.model, kind)
+        if own is None:
+            worker, feeds = side_worker(self.model, kind, feeds)
+        else:
+            worker = own
+        label = side_label(kind)
         try:
             n = len(self.model.layers)
             last = 0.0
@@ -165,12 +170,12 @@ class AnalysisJobs:
                     now = time.perf_counter()
                     if now - last > 0.1:
                         last = now
-                        self.progress.emit(f"Compare: running {kind.name}, layer {i + 1}/{n} "
+                        self.progress.emit(f"Compare: running {label}, layer {i + 1}/{n} "
                                            f"({layer.op_type})", (step + (i + 1) / n) / 2)
             finally:
                 steps.close()
             self.progress.emit(f"Compare: reading {len(produced)} tensors back from "
-                               f"{kind.name}…", (step + 1) / 2)
+                               f"{label}…", (step + 1) / 2)
             tensors = [worker.peek_output(name) for name in produced]
             for t in tensors:
                 t.readback_request()

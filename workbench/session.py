@@ -68,7 +68,8 @@ class CompareResult:
     """Per-layer error of one backend against another, in execution order."""
 
     backend: BackendType
-    against: BackendType
+    #: a backend, or ``engine.compare.CPU_FLOAT64`` (the CPU running the model in float64)
+    against: BackendType | str
     layers: list[dict[str, Any]]  # {"name", "op_type", "rel_l2", "max_abs"}
     seconds: float = 0.0
 

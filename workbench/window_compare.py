@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QDockWidget
 
 from engine import BackendType
+from engine.compare import CPU_FLOAT64, parse_side, side_label
 from workbench.compare_view import ComparePanel
 from workbench.session import CompareResult
 
@@ -43,15 +44,17 @@ class WindowCompare:
     def compare_backends(self, backend: BackendType | str | None = None,
                          against: BackendType | str = BackendType.CPU) -> bool:
         """Run the current inputs on ``backend`` (default: the selected one) and ``against``
-        with every layer captured; ``compare_completed`` fires with the per-layer errors."""
+        (a backend, or ``"cpu-f64"``: the CPU backend running the model in float64) with
+        every layer captured; ``compare_completed`` fires with the per-layer errors."""
         if self.loaded is None:
             self.show_message("warning", "Open a model first, then compare backends")
             return False
-        kinds = [BackendType.parse(backend or self.backend), BackendType.parse(against)]
+        kinds = [parse_side(backend or self.backend), parse_side(against)]
         for kind in kinds:
-            if not self.is_backend_available(kind):
-                self.show_message("warning", f"Cannot compare on {kind.name}: "
-                                  f"{self.backend_status.get(kind)}")
+            backend_kind = BackendType.CPU if kind == CPU_FLOAT64 else kind
+            if not self.is_backend_available(backend_kind):
+                self.show_message("warning", f"Cannot compare on {side_label(kind)}: "
+                                  f"{self.backend_status.get(backend_kind)}")
                 return False
         self.session.set_feeds(self.inputs.feeds())
         feeds = self.session.feeds
@@ -60,7 +63,8 @@ class WindowCompare:
             return False
         self.stop_run()
         self.session.start_compare()
-        self.compare_panel.set_busy(f"Comparing {kinds[0].name} against {kinds[1].name}…")
+        self.compare_panel.set_busy(f"Comparing {side_label(kinds[0])} against "
+                                    f"{side_label(kinds[1])}…")
         self.docks["compare"].raise_()
         self.controller.compare(kinds[0], kinds[1], feeds)
         return True
