@@ -142,8 +142,7 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
     """Run ``plan`` on the worker's GPU backend with CPU fallback per layer (or the
     backend's replay of the plan, where it has one)."""
     backend, cpu = worker._backend, worker._cpu
-    replay = getattr(backend, "replay_run", None)
-    fast = None if replay is None else replay(worker, plan, feeds, futures, keep)
+    fast = backend.replay_run(worker, plan, feeds, futures, keep)
     if fast is not None:
         yield from fast
         return
@@ -205,8 +204,7 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
             else:
                 fut.set_result(Stored(cpu, slot.cpu, slot.meta))
         handed_over = True
-        if replay is not None:
-            backend.end_run({n: slots.get(n) for n in futures})
+        backend.end_run({n: slots.get(n) for n in futures})
     finally:
         if not handed_over:  # failed or abandoned: free what this run allocated
             _free_all(backend, slots, consts)

@@ -175,5 +175,15 @@ class Backend(ABC):
         """Per-layer device milliseconds of the last flushed run, if the device measures them."""
         return None
 
+    def replay_run(self, worker, plan, feeds: dict, futures: dict, keep: set):
+        """An iterator that runs the whole of ``plan`` from what an earlier run of the same
+        input signature recorded (yielding each layer, as the worker's run loop does), or
+        None when this run must take the layer-by-layer loop."""
+        return None
+
+    def end_run(self, outputs: dict) -> None:
+        """A layer-by-layer run handed its outputs over (``outputs``: {name: run slot});
+        a backend that recorded the run for replay completes the recording here."""
+
     def close(self) -> None:
         """Release every resource."""
