@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 
 from engine import BackendType, zoo
+from engine.compare import CPU_FLOAT64
 from workbench.diagnostics import wait_until
 
 
@@ -67,12 +68,13 @@ class FeatureShots:
         self.w.grab().save(path)
         print(f"wrote {path}")
 
-    def compare(self) -> None:
+    def compare(self, backend=BackendType.GPU_COMPUTE, against=BackendType.CPU,
+                name: str = "compare-inception_v1") -> None:
         """inception_v1, GPU compute against the CPU, first layer over a threshold centred."""
-        self._open(zoo.build("inception_v1"), BackendType.GPU_COMPUTE)
+        self._open(zoo.build("inception_v1"), backend)
         done: list = []
         self.w.compare_completed.connect(done.append)
-        self.w.compare_backends(BackendType.GPU_COMPUTE, BackendType.CPU)
+        self.w.compare_backends(backend, against)
         wait_until(self.app, lambda: bool(done), 900)
         self.w.compare_completed.disconnect(done.append)
         if not done:
@@ -81,7 +83,11 @@ class FeatureShots:
         if rel:  # a threshold the later layers pass: shows where the error grows
             self.w.set_compare_threshold(float(f"{rel[int(len(rel) * 0.8)]:.1g}"))
         self.w.graph.zoom(1.0)
-        self._save("compare-inception_v1")
+        self._save(name)
+
+    def compare_float64(self) -> None:
+        """inception_v1, GPU pixel against the CPU computing in float64."""
+        self.compare(BackendType.GPU_PIXEL, CPU_FLOAT64, "compare-f64-inception_v1")
 
     def move_layers(self) -> None:
         """inception_v1 on GPU compute with the 1×1 convolutions of one block on the CPU."""

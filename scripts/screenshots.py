@@ -23,12 +23,12 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "screenshots"))
     ap.add_argument("--runs", type=int, default=12, help="runs shown before each capture")
     ap.add_argument("--only", nargs="*", default=None,
-                    choices=["demo", "densenet", "gpu", "compare", "move", "dynamic", "batch",
-                             "memory"],
+                    choices=["demo", "densenet", "gpu", "compare", "compare64", "move",
+                             "dynamic", "batch", "memory"],
                     help="take only these screenshots (default: all)")
     args = ap.parse_args()
-    wanted = set(args.only or ["demo", "densenet", "gpu", "compare", "move", "dynamic", "batch",
-                               "memory"])
+    wanted = set(args.only or ["demo", "densenet", "gpu", "compare", "compare64", "move",
+                               "dynamic", "batch", "memory"])
     from PySide6.QtCore import QSettings
     from PySide6.QtWidgets import QApplication
 
@@ -103,7 +103,8 @@ def main() -> int:
         shots.batch(DEMO_MODEL, os.path.join(RESOURCES, "samples"))
     if "memory" in wanted:
         shots.memory()
-    for key, take in (("compare", shots.compare), ("move", shots.move_layers),
+    for key, take in (("compare", shots.compare), ("compare64", shots.compare_float64),
+                      ("move", shots.move_layers),
                       ("dynamic", shots.dynamic_shapes)):
         if key in wanted and gpu:
             take()

@@ -118,3 +118,4 @@ def test_window_compares_against_float64(qtbot, window, tmp_path, rng):
     assert result.against == CPU_FLOAT64
     assert 0 < max(row["rel_l2"] for row in result.layers) < 1e-5
     assert "CPU (float64)" in window.compare_panel.status.text()
+    assert window.compare_panel.against.currentData() == CPU_FLOAT64

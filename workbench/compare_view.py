@@ -115,8 +115,13 @@ class ComparePanel(QWidget):
             self._set_limit(value)
             self.threshold_changed.emit(value)
 
-    def set_busy(self, text: str) -> None:
-        """A comparison is running."""
+    def set_busy(self, text: str, backend=None, against=None) -> None:
+        """A comparison is running (of ``backend`` against ``against``, shown in the pickers
+        when given: a scripted comparison shows what it compares)."""
+        for combo, side in ((self.backend, backend), (self.against, against)):
+            index = -1 if side is None else combo.findData(side)
+            if index >= 0:
+                combo.setCurrentIndex(index)
         self.button.setEnabled(False)
         self.status.setText(text)
 

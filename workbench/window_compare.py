@@ -64,7 +64,7 @@ class WindowCompare:
         self.stop_run()
         self.session.start_compare()
         self.compare_panel.set_busy(f"Comparing {side_label(kinds[0])} against "
-                                    f"{side_label(kinds[1])}…")
+                                    f"{side_label(kinds[1])}…", *kinds)
         self.docks["compare"].raise_()
         self.controller.compare(kinds[0], kinds[1], feeds)
         return True
