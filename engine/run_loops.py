@@ -105,6 +105,31 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
                            total_ms)
 
 
+#: CPU values up to this many elements take part in a support check's cache key (shapes,
+#: axes, scalars); a layer with a larger CPU input is checked on every run
+SUPPORT_KEY_VALUES = 64
+
+
+def _support_key(metas: list[Meta | None], constants: dict[int, Any]) -> tuple | None:
+    """What a backend's support check of a layer depends on: shapes, dtypes, small CPU values
+    and which model constants (by identity: they never change); None: not cacheable."""
+    key = []
+    for m in metas:
+        if m is None:
+            key.append(None)
+            continue
+        v = m.value
+        if v is None:
+            key.append((m.shape, m.dtype))
+        elif constants.get(id(v)) is v:
+            key.append((m.shape, m.dtype, id(v)))
+        elif isinstance(v, np.ndarray) and v.size <= SUPPORT_KEY_VALUES:
+            key.append((m.shape, m.dtype, v.tobytes()))
+        else:
+            return None
+    return tuple(key)
+
+
 def _run_step(cpu, step, values: dict[str, Any]) -> None:
     """One unfused step (of a fused one whose kernel declined), outside the timed loop."""
     layer, fn = step[0], step[1]
@@ -152,7 +177,8 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
     slots.update(consts)
     timings: list[LayerTiming] = []
     last_use = worker._last_use
-    placement = plan.placement
+    placement, accepted = plan.placement, plan.accepted
+    const_values = worker._const_values
     t_run = time.perf_counter()
     handed_over = False
     backend.begin_run()
@@ -163,7 +189,13 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
             metas = [None if s is None else s.meta for s in ins]
             target = backend if place.backend is not BackendType.CPU else cpu
             if target is not cpu and layer.op_type != "If":
-                reason = backend.supports(layer, metas)
+                key = _support_key(metas, const_values)
+                if key is not None and accepted.get(layer.name) == key:
+                    reason = None
+                else:
+                    reason = backend.supports(layer, metas)
+                    if reason is None and key is not None:
+                        accepted[layer.name] = key
                 if reason is not None:
                     target = cpu
                     placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")

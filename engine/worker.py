@@ -73,6 +73,8 @@ class Worker:
         self._last_use = self._liveness()
         self._constants = {n: v for n, v in model.constants.items()}
         self._const_slots = {n: Slot(meta_of(v), cpu=v) for n, v in model.constants.items()}
+        #: id -> value of the model's constant arrays (fixed for the worker's life)
+        self._const_values = {id(s.cpu): s.cpu for s in self._const_slots.values()}
         self._cpu_plan: dict[bool, list[tuple]] | None = None
         self._last_profile: Profile | None = None
         self._pending_profile: Future | None = None

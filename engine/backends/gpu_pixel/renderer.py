@@ -22,6 +22,8 @@ FORMAT = "rgba32float"
 #: 32-bit words of the shaders' ``Params`` uniform block (common.wgsl)
 PARAM_WORDS = 16 + 8 * 16 + 8 * 4 + 8 * 4
 MAX_INPUTS = 8
+#: uniform blocks kept (with the bind groups that use them) before the caches start over
+MAX_CACHED_UNIFORMS = 8192
 
 
 class Tex:
@@ -72,6 +74,12 @@ class Renderer:
         self._stamps = Timestamps(dev) if dev.has_timestamps else None
         self.pipelines = pipeline_cache(self.device)
         self.dummy = self._new_texture(1, 1)
+        # A run of a plan draws the same passes as the run before it: same parameters, and
+        # the pool hands out the same textures. Uniform buffers (immutable, keyed by their
+        # bytes) and bind groups (keyed by layout, uniform buffer and textures, which live
+        # until close) are therefore made once, and a repeated run records passes only.
+        self._uniforms: dict[bytes, object] = {}
+        self._groups: dict[tuple, object] = {}
 
     # -- textures ----------------------------------------------------------------------------
     def _new_texture(self, width: int, height: int) -> Tex:
@@ -123,14 +131,8 @@ class Renderer:
     def draw(self, label: str, pipe, out: Tex, textures: list[Tex], params: bytes) -> None:
         """Record one render pass: ``pipe``'s fragment shader over all of ``out``."""
         pipeline, bgl, n_tex = pipe
-        views = [t.view for t in textures] + [self.dummy.view] * (n_tex - len(textures))
         with gpu_errors(f"recording {label}"):
-            ubuf = self.device.create_buffer_with_data(data=params,
-                                                       usage=self.wgpu.BufferUsage.UNIFORM)
-            entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0,
-                                                   "size": len(params)}}]
-            entries += [{"binding": 1 + k, "resource": v} for k, v in enumerate(views)]
-            group = self.device.create_bind_group(layout=bgl, entries=entries)
+            group = self._bind_group(bgl, n_tex, textures, params)
             rp = self._enc().begin_render_pass(
                 color_attachments=[{"view": out.view, "load_op": "clear", "store_op": "store",
                                     "clear_value": (0.0, 0.0, 0.0, 0.0)}],
@@ -139,6 +141,26 @@ class Renderer:
             rp.set_bind_group(0, group)
             rp.draw(3)
             rp.end()
+
+    def _bind_group(self, bgl, n_tex: int, textures: list[Tex], params: bytes):
+        ubuf = self._uniforms.get(params)
+        if ubuf is None:
+            if len(self._uniforms) >= MAX_CACHED_UNIFORMS:
+                self._uniforms.clear()
+                self._groups.clear()
+            ubuf = self.device.create_buffer_with_data(data=params,
+                                                       usage=self.wgpu.BufferUsage.UNIFORM)
+            self._uniforms[params] = ubuf
+        key = (id(bgl), id(ubuf), *(id(t) for t in textures))
+        group = self._groups.get(key)
+        if group is None:
+            views = [t.view for t in textures] + [self.dummy.view] * (n_tex - len(textures))
+            entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0,
+                                                   "size": len(params)}}]
+            entries += [{"binding": 1 + k, "resource": v} for k, v in enumerate(views)]
+            group = self._groups[key] = self.device.create_bind_group(layout=bgl,
+                                                                      entries=entries)
+        return group
 
     def copy_rows(self, src: Tex, dst: Tex, y: int) -> None:
         """Record a copy of all of ``src`` into ``dst`` from row ``y`` on (a transfer, not a
@@ -213,6 +235,7 @@ class Renderer:
             except Exception:  # already gone with the device
                 pass
         self._all, self._clean, self._dirty = [], {}, []
+        self._uniforms, self._groups = {}, {}
 
 
 @dataclass(frozen=True)
