@@ -71,8 +71,9 @@ class Plan:
     build_ms: float = 0.0
     #: True once the GPU backend has compiled and sized this plan's work
     prepared: bool = False
-    #: layer name -> the input metadata its GPU backend accepted it with in a run of this
-    #: plan: a later run with the same metadata skips the backend's support check
+    #: layer name -> (the input metadata its GPU backend accepted it with in a run of this
+    #: plan, its outputs' metadata): a later run with the same inputs skips the backend's
+    #: support check and the shape inference
     accepted: dict[str, tuple] = field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:

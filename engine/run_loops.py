@@ -188,14 +188,14 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
             ins = [slots[n] if n else None for n in layer.all_inputs()]
             metas = [None if s is None else s.meta for s in ins]
             target = backend if place.backend is not BackendType.CPU else cpu
+            key = known = None
             if target is not cpu and layer.op_type != "If":
                 key = _support_key(metas, const_values)
-                if key is not None and accepted.get(layer.name) == key:
-                    reason = None
+                seen = accepted.get(layer.name) if key is not None else None
+                if seen is not None and seen[0] == key:
+                    reason, known = None, seen[1]
                 else:
                     reason = backend.supports(layer, metas)
-                    if reason is None and key is not None:
-                        accepted[layer.name] = key
                 if reason is not None:
                     target = cpu
                     placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
@@ -216,7 +216,9 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
             if layer.op_type == "If" and target is backend:
                 new = _run_if(worker, layer, ins, timings, t_run)
             else:
-                new = _run_layer(worker, layer, target, ins, metas)
+                new = _run_layer(worker, layer, target, ins, metas, known)
+                if key is not None and known is None and target is backend:
+                    accepted[layer.name] = (key, [slot.meta for slot in new])
             t1 = time.perf_counter()
             for name, slot in zip(layer.outputs, new):
                 if name:
@@ -248,7 +250,9 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
 
 
 def _run_layer(worker, layer: Layer, target, ins: list[Slot | None],
-               metas: list[Meta | None]) -> list[Slot]:
+               metas: list[Meta | None], out_metas: list[Meta] | None = None) -> list[Slot]:
+    """Run one layer on ``target``; ``out_metas``: its outputs' metadata when already known
+    (a GPU layer accepted with the same inputs before), else inferred here."""
     cpu = worker._cpu
     try:
         if target is cpu:
@@ -256,7 +260,8 @@ def _run_layer(worker, layer: Layer, target, ins: list[Slot | None],
             outs = cpu.run_layer(layer, args, metas)
             return [Slot(meta_of(v), cpu=v) for v in outs]
         args = [None if s is None else worker._on_device(s) for s in ins]
-        out_metas = op_for(layer).infer(layer, metas)
+        if out_metas is None:
+            out_metas = op_for(layer).infer(layer, metas)
         outs = target.run_layer(layer, args, metas, out_metas)
         return [Slot(m, dev=h) for m, h in zip(out_metas, outs)]
     except EngineError:

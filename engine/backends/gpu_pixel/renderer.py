@@ -8,6 +8,7 @@ pipeline. All methods run on the engine thread.
 
 from __future__ import annotations
 
+import struct
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -36,8 +37,25 @@ class Tex:
         self.view = texture.create_view()
 
 
+_PACKED: dict[tuple, bytes] = {}
+
+
 def pack_params(out: TexLayout, inputs: list[TexLayout | None], ints=(), floats=()) -> bytes:
-    """The uniform block of one pass: output and input layouts, then kernel parameters."""
+    """The uniform block of one pass: output and input layouts, then kernel parameters
+    (remembered: a run of a plan packs the same blocks as the run before it)."""
+    # floats by their bits: -0.0 and 0.0 compare equal but pack differently
+    flat = [float(v) for vec in floats for v in vec]
+    key = (out, tuple(inputs), tuple(map(tuple, ints)), tuple(map(len, floats)),
+           struct.pack(f"{len(flat)}d", *flat))
+    packed = _PACKED.get(key)
+    if packed is None:
+        if len(_PACKED) >= MAX_CACHED_UNIFORMS:
+            _PACKED.clear()
+        packed = _PACKED[key] = _pack(out, inputs, ints, floats)
+    return packed
+
+
+def _pack(out: TexLayout, inputs: list[TexLayout | None], ints, floats) -> bytes:
     words = np.zeros(PARAM_WORDS, np.uint32)
     words[0:16] = out.desc_words()
     for k, lay in enumerate(inputs):
