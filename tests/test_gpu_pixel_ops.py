@@ -97,12 +97,26 @@ def test_pow_negative_base_integer_exponent(rng):
     ((1, 16, 6, 6), (8, 4, 3, 3), {"group": 4}),
     ((1, 7, 7, 6), (7, 1, 3, 3), {"group": 7, "auto_pad": "SAME_UPPER", "strides": [2, 2]}),
     ((1, 6, 7, 6), (9, 2, 3, 3), {"group": 3}),
+    ((1, 12, 6, 5), (12, 3, 1, 1), {"group": 4}),           # groups across texel blocks
+    ((2, 10, 5, 5), (6, 5, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
     ((1, 5, 9), (3, 5, 3), {"strides": [2], "pads": [1, 1]}),
 ])
 def test_conv(xs, ws, attrs, rng):
     bias = ("b", rng.standard_normal(ws[0]).astype(np.float32))
     w = ("w", rng.standard_normal(ws).astype(np.float32))
     check("Conv", [xs], rng, attrs, consts=[w, bias])
+
+
+def test_grouped_conv_keeps_a_nan_in_its_own_group(rng):
+    """Groups of 3 channels share texels; a NaN in channel 0 (group 0) must reach group 0's
+    outputs only."""
+    w = ("w", rng.standard_normal((12, 3, 1, 1)).astype(np.float32))
+    proto, feeds = one_node("Conv", [(1, 12, 4, 5)], {"group": 4}, consts=[w], rng=rng)
+    feeds["x0"][0, 0, 1, 2] = np.nan
+    gpu, cpu = run_both(proto, feeds)
+    np.testing.assert_allclose(gpu[0], cpu[0], rtol=1e-4, atol=1e-4)
+    nan = np.isnan(gpu[0])
+    assert nan[0, :3, 1, 2].all() and nan.sum() == 3
 
 
 def test_conv_with_fused_relu_runs_natively(rng):

@@ -3,7 +3,8 @@
 // i[0] = (N, C, H, W)        i[1] = (M, OH, OW, group)   i[2] = (kh, kw, sh, sw)
 // i[3] = (pad_top, pad_left, dh, dw)   i[4] = (C blocks, M blocks, C/group, M/group)
 // i[5] = (has bias, texel blocks of W's axis 1, 0, 0)
-// Variant ${VARIANT}: blocked (group 1 or groups aligned to 4 channels), depthwise, scalar.
+// Variant ${VARIANT}: blocked (group 1 or groups aligned to 4 channels), depthwise, grouped
+// (other groups, weights known: W is a matrix on the input's channel blocks), scalar.
 
 //!include pixel/act4.wgsl
 
@@ -135,6 +136,50 @@ fn conv_scalar(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
                         continue;
                     }
                     s += ld(X, u32(ix), xrow + u32(iy))[c % 4u] * wload(m, ic / 4u, ky, kx)[ic % 4u];
+                }
+            }
+        }
+        acc[j] = s;
+    }
+    return acc;
+}
+
+// Groups not aligned to 4 channels: output channel m reads the input texels spanning its
+// group, whole texels at a time, with lanes of other groups masked to 0 (a NaN there must not
+// reach m); row m of the weight matrix is laid on the same blocks, zero outside the group.
+fn conv_grouped(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
+    let H = i32(U.i[0].z);
+    let Wd = i32(U.i[0].w);
+    let kh = u32(U.i[2].x);
+    let kw = u32(U.i[2].y);
+    let cbs = u32(U.i[4].x);
+    let cg = u32(U.i[4].z);
+    let mg = u32(U.i[4].w);
+    let blocks = u32(U.i[5].y);
+    let mlast = u32(U.i[1].x) - 1u;
+    var acc = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j++) {
+        let m = min(mb * 4u + j, mlast);
+        let c0 = (m / mg) * cg;
+        let b0 = c0 / 4u;
+        let nb = min(blocks, cbs - b0);
+        var s = 0.0;
+        for (var b = 0u; b < nb; b++) {
+            let lane = vec4<u32>(0u, 1u, 2u, 3u) + vec4<u32>((b0 + b) * 4u);
+            let keep = (lane >= vec4<u32>(c0)) & (lane < vec4<u32>(c0 + cg));
+            let xrow = (n * cbs + b0 + b) * u32(H);
+            for (var ky = 0u; ky < kh; ky++) {
+                let iy = in_y(oh, ky);
+                if (iy < 0 || iy >= H) {
+                    continue;
+                }
+                for (var kx = 0u; kx < kw; kx++) {
+                    let ix = in_x(ow, kx);
+                    if (ix < 0 || ix >= Wd) {
+                        continue;
+                    }
+                    let xv = select(vec4<f32>(0.0), ld(X, u32(ix), xrow + u32(iy)), keep);
+                    s += dot(xv, wload(m, b, ky, kx));
                 }
             }
         }

@@ -89,24 +89,28 @@ def Conv(be, layer, inputs, in_metas, out_metas):
     kh, kw = (1, k[0]) if len(k) == 1 else k
     group = int(layer.attr("group", 1))
     cg, mg = c // group, m // group
+    wmat = inputs[1].host is not None
     if group == 1 or (cg % 4 == 0 and mg % 4 == 0):
         variant = "blocked"
     elif cg == 1 and mg == 1:
         variant = "depthwise"
     else:
-        variant = "scalar"
+        variant = "grouped" if wmat else "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
-    wmat = inputs[1].host is not None
+    wblocks = (cg + 3) // 4
     if wmat and variant == "depthwise":
         weights = depthwise_taps(be, inputs[1], m, kh * kw)
+    elif variant == "grouped":
+        wblocks = grouped_blocks(c, cg)
+        weights = grouped_matrix(be, inputs[1], wblocks, mg)
     elif wmat:
-        weights = weight_matrix(be, inputs[1], m, (cg + 3) // 4 * kh * kw)
+        weights = weight_matrix(be, inputs[1], m, wblocks * kh * kw)
     else:
         weights = inputs[1]
     texes = [inputs[0], weights, bias if bias is not None else be.r.dummy]
     ints = [(n, c, h, wd), (m, oh, ow, group), (kh, kw, s[0], s[1]), (pb[0], pb[1], d[0], d[1]),
-            ((c + 3) // 4, (m + 3) // 4, cg, mg), (int(bias is not None), (cg + 3) // 4)]
+            ((c + 3) // 4, (m + 3) // 4, cg, mg), (int(bias is not None), wblocks)]
     floats = [(0,)] * 7 + [params]
     return [be.run("conv", y, texes, ints=ints, floats=floats, VARIANT=variant, ACT=act,
                    WMAT=str(wmat).lower(), BIAS=str(bias is not None).lower())]
@@ -119,6 +123,33 @@ def weight_matrix(be, w, rows: int, width: int):
         tex = be.r.alloc(width, rows, for_write=True)
         be.r.write(tex, pack(w.host).reshape(rows, width, 4))
         mat = w.derived["matrix"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
+    return mat
+
+
+def grouped_blocks(c: int, cg: int) -> int:
+    """Texel blocks of input channels the widest group of ``cg`` channels spans (a group
+    that starts inside a block spans one more than its size needs)."""
+    return max((g * cg + cg + 3) // 4 - g * cg // 4 for g in range(c // cg))
+
+
+def grouped_matrix(be, w, blocks: int, mg: int):
+    """Weights of a grouped Conv whose groups are not aligned to 4 channels, as a [M rows,
+    blocks * kh * kw texels] matrix on the input's own channel blocks: row m holds the blocks
+    from the one its group starts in, zero for channels outside the group (cached)."""
+    mat = w.derived.get("grouped")
+    if mat is None:
+        host = np.asarray(w.host, np.float32)
+        m, cg = host.shape[:2]
+        taps = host.shape[2:]
+        start = (np.arange(m) // mg) * cg                       # first channel of m's group
+        lanes = (start // 4 * 4)[:, None] + np.arange(blocks * 4)[None, :]
+        inside = (lanes >= start[:, None]) & (lanes < start[:, None] + cg)
+        wide = np.zeros((m, blocks * 4, *taps), np.float32)
+        rows, cols = np.nonzero(inside)
+        wide[rows, cols] = host[rows, lanes[rows, cols] - start[rows]]
+        tex = be.r.alloc(blocks * int(np.prod(taps)), m, for_write=True)
+        be.r.write(tex, pack(wide).reshape(m, -1, 4))
+        mat = w.derived["grouped"] = PixelTensor(layout_of(tuple(wide.shape)), tex)
     return mat
 
 
@@ -141,7 +172,8 @@ def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
     w = metas[1] if len(metas) > 1 else None
     if w is None or w.value is None or len(w.shape) < 3:
         return None
-    width = (w.shape[1] + 3) // 4 * int(np.prod(w.shape[2:]))
+    # grouped weights not aligned to 4 channels span one block more
+    width = ((w.shape[1] + 3) // 4 + 1) * int(np.prod(w.shape[2:]))
     if w.shape[0] > max_dim or width > max_dim:
         return f"Conv weights {list(w.shape)} need a {width}x{w.shape[0]} texture, " \
                f"over the {max_dim} texel limit"
