@@ -51,6 +51,41 @@ class ConvGeometry:
     def effective_kernel(self) -> tuple[int, ...]:
         return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations))
 
+    @property
+    def pads_end_attr(self) -> tuple[int, ...]:
+        """End pads without the partial window ``ceil_mode`` adds: what bounds an average
+        pool's ``count_include_pad`` divisor (as onnxruntime counts it)."""
+        extra = self.ceil_extra or (0,) * self.rank
+        return tuple(e - x for e, x in zip(self.pads_end, extra))
+
+    def as_2d(self) -> Geometry2D:
+        """The geometry of a 1-D or 2-D layer as 2-D: a 1-D layer gets a leading H axis of
+        size 1 (kernel 1, stride 1, dilation 1, no padding), which is how the GPU kernels,
+        written for NCHW, run 1-D convolutions and pools."""
+        if self.rank not in (1, 2):
+            raise ValueError(f"a {self.rank}-D window has no 2-D form")
+        lead = 2 - self.rank
+
+        def two(values, fill):
+            return (fill,) * lead + tuple(values)
+
+        return Geometry2D(two(self.in_shape, 1), two(self.out_shape, 1), two(self.kernel, 1),
+                          two(self.strides, 1), two(self.dilations, 1),
+                          two(self.pads_begin, 0), two(self.pads_end_attr, 0))
+
+
+@dataclass(frozen=True)
+class Geometry2D:
+    """A 1-D or 2-D ``ConvGeometry`` over (H, W); ``pads_end`` excludes ``ceil_mode``'s extra."""
+
+    in_hw: tuple[int, int]
+    out_hw: tuple[int, int]
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    pads_begin: tuple[int, int]
+    pads_end: tuple[int, int]
+
 
 def _ints(value, n: int, default: int, name: str) -> tuple[int, ...]:
     if value is None or len(value) == 0:
@@ -167,6 +202,13 @@ def conv_transpose_geometry(layer: Layer, x_shape, w_shape) -> ConvGeometry:
         raise ValueError(f"ConvTranspose output spatial shape {list(out)} is empty")
     return ConvGeometry(spatial, kernel, strides, dilations, tuple(begin), tuple(end), out,
                         (0,) * n, out_pad)
+
+
+def layer_geometry(layer: Layer, x_shape, w_shape=None) -> ConvGeometry:
+    """The geometry of any windowed layer: ConvTranspose's, or a Conv's or a pool's."""
+    if layer.op_type == "ConvTranspose":
+        return conv_transpose_geometry(layer, x_shape, w_shape)
+    return conv_geometry(layer, x_shape, w_shape)
 
 
 def _check_rank(layer: Layer, x: Meta) -> None:
