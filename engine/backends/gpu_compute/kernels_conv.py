@@ -14,7 +14,7 @@ from engine.backends.gpu_compute.kernels_matmul import (
 )
 from engine.backends.gpu_compute.kernels_movement import strided_copy
 from engine.backends.gpu_compute.pipelines import Program
-from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
+from engine.backends.gpu_compute.registry import F32, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import size_of
 from engine.ops.base import Meta
 from engine.ops.conv_pool import Geometry2D, layer_geometry
@@ -119,7 +119,7 @@ def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
     OH, OW = _hw(out.shape)
     P, cg, mg = OH * OW, C // groups, M // groups
     K = cg * geo.kernel[0] * geo.kernel[1]
-    chunk = max(4, min(P, LIMITS["max_binding"] // 8 // K) // 4 * 4)
+    chunk = max(4, min(P, ctx.limits.max_binding // 8 // K) // 4 * 4)
     bias = ins[2] if len(ins) > 2 else None
     for n in range(N):
         for g in range(groups):
