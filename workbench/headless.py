@@ -23,7 +23,7 @@ from workbench.preprocess import (
 def _feeds(model, path: str, seed: int) -> tuple[dict[str, np.ndarray], str]:
     """Random inputs, or the sample image a model names in its metadata (the demo does)."""
     feeds = random_feeds(model, seed=seed)
-    pre, _labels = read_model_metadata(path)
+    pre, _labels = read_model_metadata(model)
     sample = (pre or {}).get("sample")
     if sample and len(model.inputs) == 1:
         spec = model.inputs[0]
