@@ -297,3 +297,51 @@ class GlobalMaxPool(_GlobalPool):
 class GlobalLpPool(_GlobalPool):
     pass
 
+
+
+#: CausalConvWithState's ``activation`` values and the unary op each stands for
+CAUSAL_ACTIVATIONS = {"none": "Identity", "silu": "Swish", "swish": "Swish"}
+
+
+def causal_activation(layer: Layer) -> str:
+    """The unary op (``Identity`` or ``Swish`` with alpha 1) that CausalConvWithState's
+    ``activation`` attribute names; an unknown value is an error."""
+    act = layer.attr("activation", "none") or "none"
+    if isinstance(act, bytes):
+        act = act.decode()
+    if act not in CAUSAL_ACTIVATIONS:
+        raise ValueError(f"CausalConvWithState: unknown activation {act!r} "
+                         f"(one of {', '.join(CAUSAL_ACTIVATIONS)})")
+    return CAUSAL_ACTIVATIONS[act]
+
+
+@register_op
+class CausalConvWithState(Op):
+    """Stateful causal depthwise 1-D convolution (opset 27).
+
+    input (B, C, L), weight (C, 1, k), optional bias (C) and past_state (B, C, k - 1) ->
+    output (B, C, L): a depthwise conv of [past_state, input] along L (zeros for a missing
+    past_state), and present_state (B, C, k - 1): the last k - 1 positions of that
+    concatenation, the state of the next decoding step."""
+
+    def infer(self, layer: Layer, inputs: list[Meta | None]) -> list[Meta]:
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        past = inputs[3] if len(inputs) > 3 else None
+        if len(x.shape) != 3 or len(w.shape) != 3:
+            raise ValueError(f"CausalConvWithState needs rank-3 input and weight; got "
+                             f"{list(x.shape)} and {list(w.shape)}")
+        b, c, _ = x.shape
+        k = w.shape[2]
+        if w.shape[:2] != (c, 1) or k < 1:
+            raise ValueError(f"CausalConvWithState weight {list(w.shape)} must be ({c}, 1, k)")
+        if bias is not None and tuple(bias.shape) != (c,):
+            raise ValueError(f"CausalConvWithState bias {list(bias.shape)} must be ({c},)")
+        if past is not None and tuple(past.shape) != (b, c, k - 1):
+            raise ValueError(f"CausalConvWithState past_state {list(past.shape)} must be "
+                             f"{[b, c, k - 1]}")
+        causal_activation(layer)
+        out = [Meta(tuple(x.shape), x.dtype)]
+        if len(layer.outputs) > 1 and layer.outputs[1]:
+            out.append(Meta((b, c, k - 1), x.dtype))
+        return out

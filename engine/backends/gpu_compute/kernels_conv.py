@@ -17,7 +17,7 @@ from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import size_of
 from engine.ops.base import Meta
-from engine.ops.conv_pool import Geometry2D, layer_geometry
+from engine.ops.conv_pool import Geometry2D, causal_activation, layer_geometry
 
 
 def _hw(shape):
@@ -160,4 +160,38 @@ def ConvTranspose(ctx, layer, ins, metas, out_metas):
         ctx.dispatch(Program.of("conv_transpose.wgsl", act=act[0]),
                      [ins[0], ins[1], bias if bias is not None else ins[0], y], params,
                      -(-n // 256))
+    return [y]
+
+
+def _causal_check(layer, metas):
+    if any(m is not None and m.dtype != np.float32 for m in metas):
+        return "CausalConvWithState runs on float32 on the GPU"
+    try:
+        causal_activation(layer)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@gpu_kernel("CausalConvWithState", dtypes=F32, inputs=(0, 1, 2, 3), check=_causal_check)
+def CausalConvWithState(ctx, layer, ins, metas, out_metas):
+    """Both outputs in one dispatch (shaders/compute/causal_conv.wgsl)."""
+    b, c, length = metas[0].shape
+    k = metas[1].shape[2]
+    bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    past = ins[3] if len(ins) > 3 and ins[3] is not None else None
+    y = ctx.tensor(out_metas[0])
+    # the state is always computed (a 4-byte scratch when K = 1 or the graph drops it)
+    state_meta = out_metas[1] if len(out_metas) > 1 else Meta((b, c, k - 1), np.dtype(np.float32))
+    state = ctx.tensor(state_meta)
+    n_out, n_state = b * c * length, b * c * (k - 1)
+    if n_out + n_state:
+        params = pack(c, length, k, n_out, n_state, int(bias is not None), int(past is not None), 0)
+        ctx.dispatch(Program.of("causal_conv.wgsl", act=causal_activation(layer)),
+                     [ins[0], ins[1], bias if bias is not None else ins[0],
+                      past if past is not None else ins[0], y, state], params,
+                     -(-(n_out + n_state) // 256))
+    if len(out_metas) > 1:
+        return [y, state]
+    ctx.free(state)
     return [y]

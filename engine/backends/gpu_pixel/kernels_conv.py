@@ -7,9 +7,9 @@ import numpy as np
 
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import layout_of, pack
-from engine.backends.gpu_pixel.registry import pixel_kernel
+from engine.backends.gpu_pixel.registry import outputs_used, pixel_kernel
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
-from engine.ops.conv_pool import conv_geometry, conv_transpose_geometry
+from engine.ops.conv_pool import causal_activation, conv_geometry, conv_transpose_geometry
 
 
 def activation_reason(layer) -> str | None:
@@ -187,3 +187,28 @@ def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     texes = [inputs[0], inputs[1]] + ([bias] if bias is not None else [])
     return [be.run("conv_transpose", out_metas[0].shape, texes, n_tex=3, ints=ints,
                    floats=[params], ACT=act)]
+
+
+def _causal_check(layer, metas):
+    w = metas[1] if len(metas) > 1 else None
+    if w is not None and len(w.shape) == 3 and w.shape[2] == 1 and outputs_used(layer) > 1:
+        return "CausalConvWithState with kernel size 1 has an empty state, which textures " \
+               "do not hold"
+    try:
+        causal_activation(layer)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@pixel_kernel("CausalConvWithState", check=_causal_check, max_outputs=2)
+def CausalConvWithState(be, layer, inputs, in_metas, out_metas):
+    """The output, then the state, each one pass of shaders/pixel/causal_conv.wgsl."""
+    k = in_metas[1].shape[2]
+    bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    past = inputs[3] if len(inputs) > 3 and inputs[3] is not None else None
+    texes = [inputs[0], inputs[1], bias if bias is not None else be.r.dummy,
+             past if past is not None else be.r.dummy]
+    flags = (k, int(bias is not None), int(past is not None))
+    return [be.run("causal_conv", meta.shape, texes, ints=[(*flags, which)],
+                   ACT=causal_activation(layer)) for which, meta in enumerate(out_metas)]
