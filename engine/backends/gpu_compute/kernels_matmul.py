@@ -14,12 +14,7 @@ import numpy as np
 
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
-from engine.backends.gpu_compute.registry import (
-    F32,
-    current_limits,
-    gpu_kernel,
-    out_size_reason,
-)
+from engine.backends.gpu_compute.registry import F32, current_limits, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import broadcast_strides, size_of
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 
