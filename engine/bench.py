@@ -101,12 +101,12 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
     layers, see ``engine.hostclock``) and ``gpu_ms`` (the median sum of the run's GPU
     timestamps)."""
     from engine import ModelLoader, Worker
-    from engine.cli import random_inputs
     from engine.hostclock import HostClock
+    from engine.inputs import random_feeds
 
     model = ModelLoader.load(path)
     if feeds is None:
-        feeds = random_inputs(model, seed=0)
+        feeds = random_feeds(model, seed=0)
     out_name = model.outputs[0].name
     session = _ort_session(path, threads) if compare else None
     ort_feeds = {k: v for k, v in feeds.items()}

@@ -11,10 +11,11 @@ import numpy as np
 
 from engine import cli_util
 from engine.backends import BackendType
-from engine.cli_util import BACKEND_NAMES, random_inputs
+from engine.cli_util import BACKEND_NAMES
 from engine.errors import EngineError
+from engine.inputs import random_feeds
 
-__all__ = ["build_parser", "main", "random_inputs"]
+__all__ = ["build_parser", "main"]
 
 DESCRIPTION = """Inspect, run and benchmark ONNX models on the engine's backends.
 
@@ -61,7 +62,7 @@ def _load_inputs(model, pairs: list[str] | None, seed: int) -> dict[str, np.ndar
             given[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise EngineError(f"cannot read input file {path!r}: {exc}") from exc
-    return {**random_inputs(model, seed, skip=given), **given}
+    return {**random_feeds(model, seed=seed, skip=given), **given}
 
 
 def cmd_run(args) -> int:

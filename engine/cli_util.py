@@ -1,5 +1,6 @@
-"""Helpers of the command line (``engine.cli``): random inputs, strict JSON, the process
-environment (XDG_RUNTIME_DIR, Ctrl-C), load measurements and aligned text tables."""
+"""Helpers of the command line (``engine.cli``): --seed, strict JSON, the process
+environment (XDG_RUNTIME_DIR, Ctrl-C), load measurements and aligned text tables.
+(Random inputs are ``engine.inputs``.)"""
 
 from __future__ import annotations
 
@@ -12,57 +13,7 @@ import time
 
 import numpy as np
 
-from engine.errors import EngineError
-
-#: the most random input data the CLI makes for one input; bigger ones need --input
-MAX_RANDOM_BYTES = 2 << 30
 BACKEND_NAMES = "cpu, gpu-compute or gpu-pixel"
-
-
-def _concrete_shape(spec) -> tuple[int, ...]:
-    """The input's shape with symbolic (or unknown) dims as 1."""
-    return tuple(d if isinstance(d, int) and d >= 0 else 1 for d in (spec.shape or ()))
-
-
-def _size_text(nbytes: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{nbytes} bytes"
-
-
-def random_inputs(model, seed: int = 0, skip=()) -> dict[str, np.ndarray]:
-    """Seeded random values, made directly in each input's dtype, for the model's inputs
-    not named in ``skip`` (symbolic dims become 1). Absurd sizes are an EngineError."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for spec in model.inputs:
-        if spec.name in skip:
-            continue
-        shape = _concrete_shape(spec)
-        dtype = np.dtype(spec.dtype or np.float32)
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes > MAX_RANDOM_BYTES:
-            raise EngineError(
-                f"input {spec.name!r} of shape {list(shape)} ({dtype}) would need "
-                f"{_size_text(nbytes)} of random data (the limit is "
-                f"{_size_text(MAX_RANDOM_BYTES)}); give it a value with --input "
-                f"{spec.name}=FILE.npy")
-        feeds[spec.name] = _random_array(rng, shape, dtype, spec.name)
-    return feeds
-
-
-def _random_array(rng: np.random.Generator, shape, dtype: np.dtype, name: str) -> np.ndarray:
-    if dtype in (np.float32, np.float64):
-        return rng.standard_normal(shape, dtype=dtype)
-    if dtype.kind == "f" or (dtype.kind == "V" and dtype.itemsize <= 2):  # float16, ml_dtypes
-        return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-    if dtype.kind in "iu":
-        return rng.integers(0, 10, shape, dtype=dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, shape, dtype=np.uint8).view(np.bool_)
-    raise EngineError(f"cannot make a random value for input {name!r} ({dtype}); give it "
-                      f"with --input {name}=FILE.npy")
 
 
 def seed_arg(text: str) -> int:

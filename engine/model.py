@@ -109,6 +109,8 @@ class Model(Graph):
     producer: str = ""
     ir_version: int = 0
     path: str | None = None
+    #: the file's metadata_props (key -> value), so tools need not re-parse the file
+    metadata: dict[str, str] = field(default_factory=dict)
     #: what the import passes did, for ``inspect`` (e.g. {"folded": 12, "fused": 3})
     pass_stats: dict[str, int] = field(default_factory=dict)
     #: tensors that fusion removed -> the name of the fused layer that absorbed them

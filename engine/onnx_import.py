@@ -230,7 +230,8 @@ def _model(proto: onnx.ModelProto, external: ExternalData | None) -> Model:
         _EXTERNAL.reset(token)
     model = Model(graph.layers, graph.inputs, graph.outputs, graph.constants, graph.value_info,
                   graph.name, opsets=opsets, producer=proto.producer_name,
-                  ir_version=proto.ir_version)
+                  ir_version=proto.ir_version,
+                  metadata={p.key: p.value for p in proto.metadata_props})
     _static_shapes(skeleton, model)
     return model
 

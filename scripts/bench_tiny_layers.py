@@ -100,11 +100,11 @@ def loop_cost(path: str, runs: int = 300) -> tuple[float, float, float, int]:
     import time
 
     from engine import ModelLoader, Worker
-    from engine.cli import random_inputs
+    from engine.inputs import random_feeds
     from engine.run_loops import run_on_cpu
 
     model = ModelLoader.load(path)
-    feeds = random_inputs(model, seed=0)
+    feeds = random_feeds(model, seed=0)
     with Worker(model, BackendType.CPU) as worker:
         steps = worker._cpu_steps()
         steps[:] = [(st[0], _pass) + tuple(st[2:]) for st in steps]

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 from engine import ModelLoader, cli, cli_util
 from engine.bench import format_table
 from engine.errors import EngineError
+from engine.inputs import random_feeds
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,14 +45,14 @@ def test_random_inputs_in_their_dtype_and_only_when_not_given(tmp_path, rng):
                  inputs, [(n + "_out", t, s) for n, t, s in inputs])
     model = ModelLoader.load(path)
     seed = int(rng.integers(0, 2**32))
-    feeds = cli_util.random_inputs(model, seed, skip={"d"})
+    feeds = random_feeds(model, seed=seed, skip={"d"})
     assert {k: (v.dtype, v.shape) for k, v in feeds.items()} == {
         "a": (np.float16, (1, 3)), "b": (np.int32, (4,)), "c": (np.bool_, (2, 2))}
-    np.testing.assert_array_equal(cli_util.random_inputs(model, seed, skip={"d"})["a"],
+    np.testing.assert_array_equal(random_feeds(model, seed=seed, skip={"d"})["a"],
                                   feeds["a"])
     with pytest.raises(EngineError, match=r"input 'd' of shape \[1000000, 1000000, "
                                           r"1000000\] \(float32\) would need 4000000000\.0 GB"):
-        cli_util.random_inputs(model, seed)
+        random_feeds(model, seed=seed)
 
 
 def test_absurd_input_shape_is_a_message_not_a_memory_error(tmp_path):

@@ -142,6 +142,28 @@ def test_oversized_tensors_split_or_fall_back(rng):
                                       np.maximum(big, 0))
 
 
+def test_two_backends_keep_their_own_binding_limits(rng):
+    """Limits belong to a backend: a worker planning for a 64 KiB binding keeps falling back
+    after a second worker with the device's full limit was made, and the second runs the
+    same layer natively, whichever plans or runs first."""
+    big = rng.standard_normal((64, 300)).astype(np.float32)  # 75 KiB
+    proto, feeds = one_node("Relu", [big])
+    model = ModelLoader.from_proto(proto)
+    with Worker(model, GPU, max_binding=64 << 10) as small, Worker(model, GPU) as full:
+        for first, second in ((small, full), (full, small)):
+            first.schedule(feeds)
+            second.schedule(feeds)
+            (p_small,) = small.placement.values()
+            (p_full,) = full.placement.values()
+            assert p_small.is_fallback and "binding limit" in p_small.reason, p_small
+            assert p_full.backend is GPU and not p_full.is_fallback, p_full
+            for w in (small, full):
+                np.testing.assert_array_equal(w.peek_output().download_to_array(),
+                                              np.maximum(big, 0))
+        assert small._backend.limits.max_binding == 64 << 10
+        assert full._backend.limits.max_binding > 64 << 10
+
+
 def test_gpu_timestamps_in_profile(rng):
     model = _chain(rng, ["Relu", "Add", "Tanh"])
     with Worker(model, GPU) as worker:

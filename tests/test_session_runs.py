@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from engine import BackendType, ModelLoader, Worker
+from engine.inputs import random_feeds
 from workbench.paths import DEMO_MODEL
-from workbench.preprocess import random_input
 from workbench.session import PENDING, LoadedModel, RunResult, Session
 
 
@@ -23,7 +23,7 @@ def model():
 
 def fresh_feeds(model) -> dict[str, np.ndarray]:
     seed = int(np.random.SeedSequence().entropy % 2**31)
-    return {spec.name: random_input(spec, seed + i) for i, spec in enumerate(model.inputs)}
+    return random_feeds(model, seed=seed)
 
 
 def direct_run(model, feeds, kind=BackendType.CPU):

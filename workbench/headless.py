@@ -10,20 +10,20 @@ import sys
 import numpy as np
 
 from engine import BackendType, BackendUnavailableError, EngineError, ModelLoader, Worker
+from engine.inputs import random_feeds
 from workbench.model_process import read_model_metadata
 from workbench.preprocess import (
     InputFileError,
     Preprocess,
     image_layout,
     image_to_input,
-    random_input,
 )
 
 
 def _feeds(model, path: str, seed: int) -> tuple[dict[str, np.ndarray], str]:
     """Random inputs, or the sample image a model names in its metadata (the demo does)."""
-    feeds = {spec.name: random_input(spec, seed + i) for i, spec in enumerate(model.inputs)}
-    pre, _labels = read_model_metadata(path)
+    feeds = random_feeds(model, seed=seed)
+    pre, _labels = read_model_metadata(model)
     sample = (pre or {}).get("sample")
     if sample and len(model.inputs) == 1:
         spec = model.inputs[0]

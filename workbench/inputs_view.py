@@ -27,6 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.errors import EngineError
+from engine.inputs import random_array
 from engine.model import TensorSpec
 from workbench.input_shapes import ShapeEditing, concrete_spec
 from workbench.preprocess import (
@@ -35,7 +37,6 @@ from workbench.preprocess import (
     image_layout,
     image_to_input,
     npy_to_input,
-    random_input,
     to_display_image,
 )
 from workbench.widgets import load_image_rgb, pixmap_from_array
@@ -132,8 +133,8 @@ class InputCard(ShapeEditing, QGroupBox):
     def use_random(self) -> None:
         self.source, self.raw_image = "random", None
         try:
-            self.value = random_input(self.spec, self.seed + self.index)
-        except InputFileError as exc:
+            self.value = random_array(self.spec, self.seed + self.index)
+        except (InputFileError, EngineError) as exc:
             self.value = None
             self.problem.emit(str(exc))
         self.source_label.setText(f"source: random (seed {self.seed + self.index})")

@@ -128,19 +128,14 @@ class ModelProcess:
             proc.wait(timeout=5)
 
 
-def read_model_metadata(path: str) -> tuple[dict | None, list[str] | None]:
-    """Preprocessing recipe and class labels stored in the model's metadata (small files)."""
+def read_model_metadata(model) -> tuple[dict | None, list[str] | None]:
+    """Preprocessing recipe and class labels stored in the loaded model's metadata."""
+    props = getattr(model, "metadata", None) or {}
     try:
-        if os.path.getsize(path) > 32 * 2**20:
-            return None, None
-        import onnx
-
-        proto = onnx.load(path, load_external_data=False)
-        props = {p.key: p.value for p in proto.metadata_props}
         pre = json.loads(props["workbench.preprocess"]) if "workbench.preprocess" in props else None
         labels = json.loads(props["workbench.labels"]) if "workbench.labels" in props else None
         return pre, labels
-    except Exception:  # metadata is optional; the model loader reports real problems
+    except (ValueError, TypeError):  # metadata is optional; a bad entry is ignored
         return None, None
 
 
@@ -152,7 +147,7 @@ def _load_and_lay_out(path: str):
     t0 = time.perf_counter()
     layout = compute_layout(model)
     ms = (time.perf_counter() - t0) * 1e3
-    return (model, layout, ms, *read_model_metadata(path))
+    return (model, layout, ms, *read_model_metadata(model))
 
 
 def _mapped(value) -> bool:

@@ -125,22 +125,6 @@ def npy_to_input(arr: np.ndarray, spec: TensorSpec) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def random_input(spec: TensorSpec, seed: int) -> np.ndarray:
-    """Seeded random values for ``spec`` (symbolic dimensions become 1)."""
-    rng = np.random.default_rng(seed)
-    shape = concrete_shape(spec)
-    dtype = np.dtype(spec.dtype or np.float32)
-    if dtype.kind == "f":
-        if dtype in (np.float32, np.float64):  # drawn in the target type: no float64 pass
-            return rng.standard_normal(shape, dtype=dtype)
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype.kind in "iu":
-        return rng.integers(0, 10, shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.random(shape) > 0.5
-    raise InputFileError(f"cannot make random values for input {spec.name!r} ({dtype.name})")
-
-
 def to_display_image(arr: np.ndarray, max_side: int | None = None) -> np.ndarray | None:
     """An (H, W) or (H, W, 3) uint8 picture of an image-shaped tensor, else None; with
     ``max_side`` every k-th pixel is taken first so no side exceeds it (a cheap thumbnail)."""

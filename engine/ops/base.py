@@ -46,6 +46,11 @@ class Op:
     since_version: ClassVar[int] = 1
     #: indices of inputs whose values must be known on the CPU to schedule the op
     cpu_inputs: ClassVar[tuple[int, ...]] = ()
+    # traits read through ``engine.ops.traits.op_traits`` (see OpTraits for their meaning)
+    deterministic: ClassVar[bool] = True
+    may_expand: ClassVar[bool] = False
+    shape_only: ClassVar[bool] = False
+    moves_only: ClassVar[bool] = False
 
     def infer(self, layer: Layer, inputs: list[Meta | None]) -> list[Meta]:
         """Output metadata for concrete input metadata. ``None`` stands for an omitted input."""

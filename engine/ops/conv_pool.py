@@ -51,6 +51,41 @@ class ConvGeometry:
     def effective_kernel(self) -> tuple[int, ...]:
         return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilations))
 
+    @property
+    def pads_end_attr(self) -> tuple[int, ...]:
+        """End pads without the partial window ``ceil_mode`` adds: what bounds an average
+        pool's ``count_include_pad`` divisor (as onnxruntime counts it)."""
+        extra = self.ceil_extra or (0,) * self.rank
+        return tuple(e - x for e, x in zip(self.pads_end, extra))
+
+    def as_2d(self) -> Geometry2D:
+        """The geometry of a 1-D or 2-D layer as 2-D: a 1-D layer gets a leading H axis of
+        size 1 (kernel 1, stride 1, dilation 1, no padding), which is how the GPU kernels,
+        written for NCHW, run 1-D convolutions and pools."""
+        if self.rank not in (1, 2):
+            raise ValueError(f"a {self.rank}-D window has no 2-D form")
+        lead = 2 - self.rank
+
+        def two(values, fill):
+            return (fill,) * lead + tuple(values)
+
+        return Geometry2D(two(self.in_shape, 1), two(self.out_shape, 1), two(self.kernel, 1),
+                          two(self.strides, 1), two(self.dilations, 1),
+                          two(self.pads_begin, 0), two(self.pads_end_attr, 0))
+
+
+@dataclass(frozen=True)
+class Geometry2D:
+    """A 1-D or 2-D ``ConvGeometry`` over (H, W); ``pads_end`` excludes ``ceil_mode``'s extra."""
+
+    in_hw: tuple[int, int]
+    out_hw: tuple[int, int]
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    dilations: tuple[int, int]
+    pads_begin: tuple[int, int]
+    pads_end: tuple[int, int]
+
 
 def _ints(value, n: int, default: int, name: str) -> tuple[int, ...]:
     if value is None or len(value) == 0:
@@ -169,6 +204,13 @@ def conv_transpose_geometry(layer: Layer, x_shape, w_shape) -> ConvGeometry:
                         (0,) * n, out_pad)
 
 
+def layer_geometry(layer: Layer, x_shape, w_shape=None) -> ConvGeometry:
+    """The geometry of any windowed layer: ConvTranspose's, or a Conv's or a pool's."""
+    if layer.op_type == "ConvTranspose":
+        return conv_transpose_geometry(layer, x_shape, w_shape)
+    return conv_geometry(layer, x_shape, w_shape)
+
+
 def _check_rank(layer: Layer, x: Meta) -> None:
     if len(x.shape) < 3:
         raise ValueError(f"{layer.op_type} needs an input of rank >= 3 (N, C, spatial...); "
@@ -255,3 +297,51 @@ class GlobalMaxPool(_GlobalPool):
 class GlobalLpPool(_GlobalPool):
     pass
 
+
+
+#: CausalConvWithState's ``activation`` values and the unary op each stands for
+CAUSAL_ACTIVATIONS = {"none": "Identity", "silu": "Swish", "swish": "Swish"}
+
+
+def causal_activation(layer: Layer) -> str:
+    """The unary op (``Identity`` or ``Swish`` with alpha 1) that CausalConvWithState's
+    ``activation`` attribute names; an unknown value is an error."""
+    act = layer.attr("activation", "none") or "none"
+    if isinstance(act, bytes):
+        act = act.decode()
+    if act not in CAUSAL_ACTIVATIONS:
+        raise ValueError(f"CausalConvWithState: unknown activation {act!r} "
+                         f"(one of {', '.join(CAUSAL_ACTIVATIONS)})")
+    return CAUSAL_ACTIVATIONS[act]
+
+
+@register_op
+class CausalConvWithState(Op):
+    """Stateful causal depthwise 1-D convolution (opset 27).
+
+    input (B, C, L), weight (C, 1, k), optional bias (C) and past_state (B, C, k - 1) ->
+    output (B, C, L): a depthwise conv of [past_state, input] along L (zeros for a missing
+    past_state), and present_state (B, C, k - 1): the last k - 1 positions of that
+    concatenation, the state of the next decoding step."""
+
+    def infer(self, layer: Layer, inputs: list[Meta | None]) -> list[Meta]:
+        x, w = inputs[0], inputs[1]
+        bias = inputs[2] if len(inputs) > 2 else None
+        past = inputs[3] if len(inputs) > 3 else None
+        if len(x.shape) != 3 or len(w.shape) != 3:
+            raise ValueError(f"CausalConvWithState needs rank-3 input and weight; got "
+                             f"{list(x.shape)} and {list(w.shape)}")
+        b, c, _ = x.shape
+        k = w.shape[2]
+        if w.shape[:2] != (c, 1) or k < 1:
+            raise ValueError(f"CausalConvWithState weight {list(w.shape)} must be ({c}, 1, k)")
+        if bias is not None and tuple(bias.shape) != (c,):
+            raise ValueError(f"CausalConvWithState bias {list(bias.shape)} must be ({c},)")
+        if past is not None and tuple(past.shape) != (b, c, k - 1):
+            raise ValueError(f"CausalConvWithState past_state {list(past.shape)} must be "
+                             f"{[b, c, k - 1]}")
+        causal_activation(layer)
+        out = [Meta(tuple(x.shape), x.dtype)]
+        if len(layer.outputs) > 1 and layer.outputs[1]:
+            out.append(Meta((b, c, k - 1), x.dtype))
+        return out

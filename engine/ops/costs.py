@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from engine.model import Layer
 from engine.ops.base import Meta
+from engine.ops.traits import op_traits
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,6 @@ _HEAVY = {"Conv": _conv, "ConvInteger": _conv, "QLinearConv": _conv,
           "QLinearMatMul": _matmul, "Gemm": _matmul, "LSTM": _rnn, "GRU": _rnn, "RNN": _rnn,
           "Attention": _attention}
 
-#: ops that move data and compute nothing
-_MOVES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Split",
-          "Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "Identity",
-          "Shape", "Size", "Cast", "DepthToSpace", "SpaceToDepth", "ScatterND",
-          "ScatterElements", "ConstantOfShape", "Range"}
-
 
 def layer_cost(layer: Layer, ins: list[Meta | None], outs: list[Meta | None]) -> LayerCost:
     """FLOPs and bytes of ``layer`` for concrete input and output metadata."""
@@ -99,7 +94,7 @@ def layer_cost(layer: Layer, ins: list[Meta | None], outs: list[Meta | None]) ->
     try:
         if fn is not None:
             flops = fn(layer, ins, outs)
-        elif layer.op_type in _MOVES:
+        elif op_traits(layer.op_type, layer.domain).moves_only:
             flops = 0
         else:  # elementwise, normalisation, pooling, reductions: one per element touched
             flops = max(sum(m.size for m in ins if m is not None and m.dtype.kind == "f"),

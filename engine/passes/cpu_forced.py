@@ -3,7 +3,8 @@
 A tensor is CPU-forced if it is an op's planning input (``Op.cpu_inputs``: the
 shape of Reshape/Expand/Tile/ConstantOfShape, axes, Slice starts/ends, Resize
 scales/sizes, TopK's k, ...) or if it feeds a layer that computes a CPU-forced
-tensor. Shape and Size only read their input's shape, so the walk stops there.
+tensor. Shape and Size only read their input's shape (the ``shape_only`` trait), so the walk
+stops there.
 Subgraphs count too: a planning input inside an If/Loop/Scan body that comes from
 the enclosing graph forces that outer tensor (and what feeds it).
 """
@@ -12,10 +13,8 @@ from __future__ import annotations
 
 from engine.model import Graph, Model
 from engine.ops import cpu_input_indices
+from engine.ops.traits import op_traits
 from engine.passes.graph_utils import subgraphs
-
-#: ops whose output depends on their input's shape only, never on its values
-SHAPE_ONLY = {"Shape", "Size"}
 
 
 def _forced(graph: Graph) -> set[str]:
@@ -35,7 +34,7 @@ def _forced(graph: Graph) -> set[str]:
             continue
         forced.add(name)
         layer = producers.get(name)
-        if layer is None or layer.op_type in SHAPE_ONLY:
+        if layer is None or op_traits(layer.op_type, layer.domain).shape_only:
             continue
         stack.extend(n for n in layer.all_inputs() if n and n not in forced)
     return forced

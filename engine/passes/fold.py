@@ -4,7 +4,9 @@ The CPU interpreter computes them with the same kernels a run would use, so resu
 are unchanged. ``Shape``/``Size`` of a tensor whose shape is fully static fold too.
 A folded result may not balloon the model: it must stay under ``FOLD_LIMIT_BYTES``
 or under the size of the constants it is made from; the size is estimated before
-computing whenever the op's shape logic or the static shapes allow.
+computing whenever the op's shape logic or the static shapes allow. Which ops never fold
+(not ``deterministic``) and which need an estimate (``may_expand``) are op traits
+(``engine/ops/traits.py``).
 """
 
 from __future__ import annotations
@@ -16,18 +18,9 @@ import numpy as np
 from engine.model import Graph, Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
+from engine.ops.traits import op_traits
 
 FOLD_LIMIT_BYTES = 1 << 20
-#: ops whose results differ from run to run
-NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                    "Multinomial", "Bernoulli", "Dropout"}
-#: ops that can make far more data than they read; folded only with a size estimate
-EXPANDING = {"ConstantOfShape", "Expand", "Tile", "Range", "Pad", "Resize", "Upsample",
-             "OneHot", "EyeLike", "MatMul", "Gemm", "Einsum", "ConvTranspose", "Col2Im",
-             "CenterCropPad", "BlackmanWindow", "HannWindow", "HammingWindow", "MelWeightMatrix",
-             "STFT", "DFT", "Scatter", "ScatterND", "ScatterElements", "Loop", "Scan", "If",
-             "SequenceMap", "TfIdfVectorizer", "StringSplit", "Unique", "NonZero"}
-
 
 def _static_shape(graph: Graph, name: str) -> tuple[int, ...] | None:
     spec = graph.spec(name)
@@ -89,7 +82,8 @@ def fold_constants(graph: Graph, limit: int = FOLD_LIMIT_BYTES) -> int:
             graph.value_info.pop(layer.outputs[0], None)
             folded += 1
             continue
-        if (layer.op_type in NONDETERMINISTIC or layer.domain == "ai.onnx.preview.training"
+        traits = op_traits(layer.op_type, layer.domain)
+        if (not traits.deterministic or layer.domain == "ai.onnx.preview.training"
                 or not all(n in graph.constants for n in names)):
             keep.append(layer)
             continue
@@ -101,7 +95,7 @@ def fold_constants(graph: Graph, limit: int = FOLD_LIMIT_BYTES) -> int:
             budget = 1 << 62  # its value is in the file already
         else:
             estimate = _estimate_bytes(layer, graph, args)
-            if (estimate is None and layer.op_type in EXPANDING) or (estimate or 0) > budget:
+            if (estimate is None and traits.may_expand) or (estimate or 0) > budget:
                 keep.append(layer)
                 continue
         try:

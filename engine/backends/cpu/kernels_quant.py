@@ -9,6 +9,7 @@ import numpy as np
 from engine.backends.cpu.kernel_util import onnx_dtype
 from engine.backends.cpu.kernels_cast import cast
 from engine.backends.cpu.registry import cpu_kernel
+from engine.ops.conv_pool import conv_geometry
 
 
 def _opt(inputs, i):
@@ -131,19 +132,8 @@ def QLinearMatMul(layer, inputs):
 def conv_nd(x: np.ndarray, w: np.ndarray, layer) -> np.ndarray:
     """Direct N-D convolution in the input dtype (float64 or int64), for the quantised convs."""
     r = x.ndim - 2
-    ks = w.shape[2:]
-    strides = layer.attr("strides") or [1] * r
-    dil = layer.attr("dilations") or [1] * r
-    pads = list(layer.attr("pads") or [0] * (2 * r))
-    auto = layer.attr("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        for i in range(r):
-            out = -(-x.shape[2 + i] // strides[i])
-            total = max((out - 1) * strides[i] + dil[i] * (ks[i] - 1) + 1 - x.shape[2 + i], 0)
-            small, big = total // 2, total - total // 2
-            pads[i], pads[i + r] = (small, big) if auto == "SAME_UPPER" else (big, small)
-    elif auto == "VALID":
-        pads = [0] * (2 * r)
+    g = conv_geometry(layer, x.shape, w.shape)
+    ks, strides, dil, pads = g.kernel, g.strides, g.dilations, g.pads
     xp = np.pad(x, [(0, 0), (0, 0)] + [(pads[i], pads[i + r]) for i in range(r)])
     group = int(layer.attr("group", 1))
     n, c = x.shape[:2]

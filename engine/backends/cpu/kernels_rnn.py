@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.rnn_fast import lstm_fast, lstm_fast_ok
+from engine.ops.conv_pool import causal_activation
 from engine.ops.rnn import check_recurrent_inputs
 
 
@@ -198,3 +199,29 @@ def LSTM(layer, inputs):
         return _lstm_cell(st, *args)
 
     return _run(layer, inputs, 4, ["Sigmoid", "Tanh", "Tanh"], cell, extra_state=True)
+
+
+@cpu_kernel("CausalConvWithState")
+def CausalConvWithState(layer, inputs):
+    """Depthwise causal conv of [past_state, input] (float32 inside for narrower floats, as
+    the ONNX reference computes), with the state of the next step."""
+    x, w = inputs[0], inputs[1]
+    bias = inputs[2] if len(inputs) > 2 else None
+    past = inputs[3] if len(inputs) > 3 else None
+    b, c, n = x.shape
+    k = w.shape[2]
+    if past is None:
+        past = np.zeros((b, c, k - 1), x.dtype)
+    padded = np.concatenate([past.astype(x.dtype), x], axis=2)
+    acc = np.promote_types(x.dtype, np.float32)
+    taps = w.reshape(c, k).astype(acc)
+    y = np.zeros((b, c, n), acc)
+    for j in range(k):  # k is small (a few taps): one vectorised pass per tap
+        y += padded[:, :, j:j + n].astype(acc) * taps[None, :, j, None]
+    if bias is not None:
+        y += bias.astype(acc)[None, :, None]
+    if causal_activation(layer) == "Swish":
+        with np.errstate(over="ignore"):  # exp(-y) = inf for very negative y: y * 0
+            y = y * (1.0 / (1.0 + np.exp(-y)))
+    state = padded[:, :, padded.shape[2] - (k - 1):]
+    return y.astype(x.dtype), np.ascontiguousarray(state)

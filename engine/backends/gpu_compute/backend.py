@@ -20,7 +20,7 @@ from engine.backends.gpu_common import get_device, gpu_errors
 from engine.backends.gpu_common.timestamps import Timestamps
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
-from engine.backends.gpu_compute.registry import KERNELS, LIMITS
+from engine.backends.gpu_compute.registry import KERNELS, Limits, limits_in_force
 from engine.backends.gpu_compute.replay import Replays
 from engine.errors import BackendUnavailableError, GPUError, KernelError
 from engine.model import Layer
@@ -66,12 +66,13 @@ class GpuComputeBackend(Backend):
             raise BackendUnavailableError(f"GPU_COMPUTE unavailable: {exc}") from exc
         wgpu = self.gpu.wgpu
         self.device, self.queue = self.gpu.device, self.gpu.queue
-        LIMITS["max_binding"] = min(self.gpu.max_storage_binding,
-                                    max_binding or self.gpu.max_storage_binding)
+        #: this backend's device limits, current while it checks and records its layers
+        self.limits = Limits(max_binding=min(self.gpu.max_storage_binding,
+                                             max_binding or self.gpu.max_storage_binding))
         self._storage_usage = (wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC
                                | wgpu.BufferUsage.COPY_DST)
         self._uniform_usage = wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST
-        self.pool = BufferPool(self._new_buffer, LIMITS["max_binding"])
+        self.pool = BufferPool(self._new_buffer, self.limits.max_binding)
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
@@ -256,7 +257,8 @@ class GpuComputeBackend(Backend):
     def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
         if op_for(layer) is None:  # outputs are allocated from the op's shape logic
             return f"{layer.op_type} has no shape logic to size its GPU outputs"
-        return KERNELS.unsupported_reason(layer, metas)
+        with limits_in_force(self.limits):
+            return KERNELS.unsupported_reason(layer, metas)
 
     def begin_run(self) -> None:
         if self._timestamps:
@@ -272,7 +274,8 @@ class GpuComputeBackend(Backend):
             in_metas = self._rec.watch(layer, in_metas)
             self._rec.layer = layer.name
         try:
-            outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
+            with limits_in_force(self.limits):
+                outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
         except (GPUError, KernelError):
             raise
         except Exception as exc:

@@ -14,37 +14,10 @@ from engine.backends.gpu_compute.kernels_matmul import (
 )
 from engine.backends.gpu_compute.kernels_movement import strided_copy
 from engine.backends.gpu_compute.pipelines import Program
-from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
+from engine.backends.gpu_compute.registry import F32, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import size_of
 from engine.ops.base import Meta
-
-
-def geometry(layer, x_shape, w_shape, out_shape, transpose: bool = False) -> dict:
-    """Strides, dilations and begin pads of a 1-D/2-D conv, as 2-D (a 1-D conv has H = 1)."""
-    nsp = len(x_shape) - 2
-    kernel = list(layer.attr("kernel_shape") or w_shape[2:])
-    strides = list(layer.attr("strides") or [1] * nsp)
-    dil = list(layer.attr("dilations") or [1] * nsp)
-    auto = layer.attr("auto_pad", "NOTSET")
-    pads = list(layer.attr("pads") or [0] * (2 * nsp))
-    begin = pads[:nsp]
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        begin = []
-        for i in range(nsp):
-            span = (kernel[i] - 1) * dil[i] + 1
-            if transpose:
-                opad = (layer.attr("output_padding") or [0] * nsp)[i]
-                total = strides[i] * (x_shape[2 + i] - 1) + opad + span - out_shape[2 + i]
-                begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
-            else:
-                total = max(0, (out_shape[2 + i] - 1) * strides[i] + span - x_shape[2 + i])
-                begin.append(total // 2 if auto == "SAME_UPPER" else total - total // 2)
-    elif auto == "VALID":
-        begin = [0] * nsp
-    if nsp == 1:
-        kernel, strides, dil, begin = [1] + kernel, [1] + strides, [1] + dil, [0] + begin
-    return {"KH": kernel[0], "KW": kernel[1], "sh": strides[0], "sw": strides[1],
-            "dh": dil[0], "dw": dil[1], "ph": begin[0], "pw": begin[1]}
+from engine.ops.conv_pool import Geometry2D, causal_activation, layer_geometry
 
 
 def _hw(shape):
@@ -68,15 +41,14 @@ def _conv_check(layer, metas):
     return None
 
 
-def _params(x, out, geo, groups, has_bias, act, last=0):
+def _params(x, out, geo: Geometry2D, groups, has_bias, act, last=0):
     """The conv shaders' shared parameter block; ``last`` is M4 (conv2d) or the output size."""
     H, W = _hw(x.shape)
     OH, OW = _hw(out.shape)
     C, M = x.shape[1], out.shape[1]
     _, (pa, pb, _) = act
-    return pack(C, H, W, M, OH, OW, geo["KH"], geo["KW"], geo["sh"], geo["sw"], geo["ph"],
-                geo["pw"], geo["dh"], geo["dw"], C // groups, M // groups, last,
-                int(has_bias), float(pa), float(pb))
+    return pack(C, H, W, M, OH, OW, *geo.kernel, *geo.strides, *geo.pads_begin,
+                *geo.dilations, C // groups, M // groups, last, int(has_bias), float(pa), float(pb))
 
 
 def _pack_weights(w: np.ndarray) -> np.ndarray:
@@ -93,7 +65,7 @@ def _pack_weights(w: np.ndarray) -> np.ndarray:
 def Conv(ctx, layer, ins, metas, out_metas):
     x, w, out = metas[0], metas[1], out_metas[0]
     groups = int(layer.attr("group", 1))
-    geo = geometry(layer, x.shape, w.shape, out.shape)
+    geo = layer_geometry(layer, x.shape, w.shape).as_2d()
     act = fused_activation(layer)
     bias = ins[2] if len(ins) > 2 else None
     y = ctx.tensor(out)
@@ -101,8 +73,8 @@ def Conv(ctx, layer, ins, metas, out_metas):
     P = size_of(out.shape[2:])
     if not P or not N or not M:
         return [y]
-    pointwise = (geo["KH"] == geo["KW"] == 1 and geo["sh"] == geo["sw"] == 1
-                 and geo["ph"] == geo["pw"] == 0 and P == size_of(x.shape[2:]))
+    pointwise = (geo.kernel == geo.strides == (1, 1) and geo.pads_begin == (0, 0)
+                 and P == size_of(x.shape[2:]))
     mg, cg = M // groups, C // groups
     if pointwise and groups == 1:  # one batched matmul over the images
         matmul(ctx, Operand(ins[1], C, 1), Operand(ins[0], P, 1, batch=C * P), y, M, P, C, N,
@@ -146,8 +118,8 @@ def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
     H, W = _hw(x.shape)
     OH, OW = _hw(out.shape)
     P, cg, mg = OH * OW, C // groups, M // groups
-    K = cg * geo["KH"] * geo["KW"]
-    chunk = max(4, min(P, LIMITS["max_binding"] // 8 // K) // 4 * 4)
+    K = cg * geo.kernel[0] * geo.kernel[1]
+    chunk = max(4, min(P, ctx.limits.max_binding // 8 // K) // 4 * 4)
     bias = ins[2] if len(ins) > 2 else None
     for n in range(N):
         for g in range(groups):
@@ -155,9 +127,8 @@ def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
                 cols = min(chunk, P - p0)
                 col = ctx.tensor(Meta((K, cols), np.dtype(np.float32)))
                 runs = -(-cols // 64)
-                params = pack(K * runs, cols, p0, (n * C + g * cg) * H * W, H, W, OW, geo["KH"],
-                              geo["KW"], geo["sh"], geo["sw"], geo["ph"], geo["pw"], geo["dh"],
-                              geo["dw"], runs)
+                params = pack(K * runs, cols, p0, (n * C + g * cg) * H * W, H, W, OW,
+                              *geo.kernel, *geo.strides, *geo.pads_begin, *geo.dilations, runs)
                 ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
                              -(-K * runs // 64))
                 matmul(ctx, Operand(ins[1], K, 1, off=g * mg * K), Operand(col, cols, 1), y,
@@ -179,7 +150,7 @@ def _convt_check(layer, metas):
 def ConvTranspose(ctx, layer, ins, metas, out_metas):
     x, w, out = metas[0], metas[1], out_metas[0]
     groups = int(layer.attr("group", 1))
-    geo = geometry(layer, x.shape, w.shape, out.shape, transpose=True)
+    geo = layer_geometry(layer, x.shape, w.shape).as_2d()
     act = fused_activation(layer)
     bias = ins[2] if len(ins) > 2 else None
     y = ctx.tensor(out)
@@ -189,4 +160,38 @@ def ConvTranspose(ctx, layer, ins, metas, out_metas):
         ctx.dispatch(Program.of("conv_transpose.wgsl", act=act[0]),
                      [ins[0], ins[1], bias if bias is not None else ins[0], y], params,
                      -(-n // 256))
+    return [y]
+
+
+def _causal_check(layer, metas):
+    if any(m is not None and m.dtype != np.float32 for m in metas):
+        return "CausalConvWithState runs on float32 on the GPU"
+    try:
+        causal_activation(layer)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@gpu_kernel("CausalConvWithState", dtypes=F32, inputs=(0, 1, 2, 3), check=_causal_check)
+def CausalConvWithState(ctx, layer, ins, metas, out_metas):
+    """Both outputs in one dispatch (shaders/compute/causal_conv.wgsl)."""
+    b, c, length = metas[0].shape
+    k = metas[1].shape[2]
+    bias = ins[2] if len(ins) > 2 and ins[2] is not None else None
+    past = ins[3] if len(ins) > 3 and ins[3] is not None else None
+    y = ctx.tensor(out_metas[0])
+    # the state is always computed (a 4-byte scratch when K = 1 or the graph drops it)
+    state_meta = out_metas[1] if len(out_metas) > 1 else Meta((b, c, k - 1), np.dtype(np.float32))
+    state = ctx.tensor(state_meta)
+    n_out, n_state = b * c * length, b * c * (k - 1)
+    if n_out + n_state:
+        params = pack(c, length, k, n_out, n_state, int(bias is not None), int(past is not None), 0)
+        ctx.dispatch(Program.of("causal_conv.wgsl", act=causal_activation(layer)),
+                     [ins[0], ins[1], bias if bias is not None else ins[0],
+                      past if past is not None else ins[0], y, state], params,
+                     -(-(n_out + n_state) // 256))
+    if len(out_metas) > 1:
+        return [y, state]
+    ctx.free(state)
     return [y]

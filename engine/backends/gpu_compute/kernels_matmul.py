@@ -14,7 +14,7 @@ import numpy as np
 
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
-from engine.backends.gpu_compute.registry import F32, LIMITS, gpu_kernel, out_size_reason
+from engine.backends.gpu_compute.registry import F32, current_limits, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import broadcast_strides, size_of
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 
@@ -129,7 +129,7 @@ def _gemm_check(layer, metas):
         reason = out_size_reason(M * N * 4)
         if reason:
             return reason
-    if b.size * 4 > LIMITS["max_binding"] and not layer.attr("transB", 0):
+    if b.size * 4 > current_limits().max_binding and not layer.attr("transB", 0):
         return "B exceeds one storage binding and is not laid out to split along N"
     return None
 
@@ -151,7 +151,7 @@ def Gemm(ctx, layer, ins, metas, out_metas):
         matmul(ctx, a, Operand(ins[1], N, 1), y, M, N, K, 1, bias, alpha, beta, act)
         return [y]
     # rows of B are output columns: bind at most one storage binding's worth at a time
-    rows = max(64, (LIMITS["max_binding"] // (K * 4)) // 64 * 64)
+    rows = max(64, (ctx.limits.max_binding // (K * 4)) // 64 * 64)
     for n0 in range(0, N, rows):
         n = min(rows, N - n0)
         bview = (ins[1], n0 * K * 4, n * K * 4)

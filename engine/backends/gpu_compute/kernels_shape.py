@@ -10,6 +10,7 @@ from engine.backends.gpu_compute.memory import words_per_element
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import gpu_kernel
 from engine.backends.gpu_compute.util import arr8, attr_axis, contiguous_strides, size_of
+from engine.dtypes import onnx_dtype
 
 WG = 256
 MODES = {"constant": 0, "reflect": 1, "edge": 2, "wrap": 3}
@@ -156,9 +157,7 @@ def _cast_check(layer, metas):
 def _cast_target(layer, metas):
     if layer.op_type == "CastLike":
         return None if metas[1] is None else np.dtype(metas[1].dtype)
-    from onnx import helper
-
-    return np.dtype(helper.tensor_dtype_to_np_dtype(int(layer.attr("to"))))
+    return onnx_dtype(int(layer.attr("to")))
 
 
 def _cast(ctx, layer, ins, metas, out_metas):

@@ -8,6 +8,10 @@ tensors must have a dtype the GPU holds and fit one storage-buffer binding.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
 import numpy as np
 
 from engine.backends.base import KernelTable
@@ -17,8 +21,41 @@ from engine.ops.base import Meta
 
 KERNELS = KernelTable("GPU_COMPUTE")
 
-#: the adapter's storage-binding limit; the backend lowers it to its device's value
-LIMITS = {"max_binding": 128 << 20, "max_rank": 8}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one GPU_COMPUTE backend's device allows: each backend has its own (two workers on
+    different adapters, or one planning for a smaller GPU, never share them)."""
+
+    #: bytes of one storage-buffer binding
+    max_binding: int = 128 << 20
+    #: the most dims the kernels' shape uniforms hold
+    max_rank: int = 8
+
+
+#: used where no backend is planning (the ``ops`` table, tests of the checks)
+DEFAULT_LIMITS = Limits()
+_CURRENT: ContextVar[Limits] = ContextVar("gpu_compute_limits", default=DEFAULT_LIMITS)
+
+
+def current_limits() -> Limits:
+    """The limits of the backend whose layer is being checked or recorded now.
+
+    Checks have the signature ``check(layer, metas)`` shared by every backend's kernel
+    table, so a backend makes its limits current around its own calls (``limits_in_force``)
+    rather than writing a module-wide value that another worker's backend would see."""
+    return _CURRENT.get()
+
+
+@contextmanager
+def limits_in_force(limits: Limits):
+    """Make ``limits`` current in this thread (and task) for the duration of the block."""
+    token = _CURRENT.set(limits)
+    try:
+        yield limits
+    finally:
+        _CURRENT.reset(token)
 
 F32 = (np.dtype(np.float32),)
 NUMERIC = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
@@ -35,6 +72,7 @@ def common_reason(layer: Layer, metas: list[Meta | None], dtypes, inputs,
     """Dtype, rank and binding-size checks of the inputs named by ``inputs`` (None: all);
     inputs in ``big_ok`` may exceed one binding (their kernel splits them)."""
     idx = range(len(metas)) if inputs is None else [i for i in inputs if i < len(metas)]
+    limits = current_limits()
     for i in idx:
         m = metas[i]
         if m is None:
@@ -44,11 +82,11 @@ def common_reason(layer: Layer, metas: list[Meta | None], dtypes, inputs,
         if dtypes is not None and np.dtype(m.dtype) not in dtypes:
             names = "/".join(np.dtype(d).name for d in dtypes)
             return f"{layer.op_type} runs on {names} on the GPU, input {i} is {m.dtype}"
-        if len(m.shape) > LIMITS["max_rank"]:
-            return f"rank {len(m.shape)} exceeds the GPU kernels' {LIMITS['max_rank']}"
-        if i not in big_ok and concrete(m) and storage_bytes(m) > LIMITS["max_binding"]:
+        if len(m.shape) > limits.max_rank:
+            return f"rank {len(m.shape)} exceeds the GPU kernels' {limits.max_rank}"
+        if i not in big_ok and concrete(m) and storage_bytes(m) > limits.max_binding:
             return (f"input {i} ({storage_bytes(m) >> 20} MiB) exceeds the adapter's "
-                    f"storage-buffer binding limit ({LIMITS['max_binding'] >> 20} MiB)")
+                    f"storage-buffer binding limit ({limits.max_binding >> 20} MiB)")
     return None
 
 
@@ -71,7 +109,8 @@ def gpu_kernel(op_type: str, since: int = 1, *, dtypes=F32, inputs=(0,), check=N
 
 def out_size_reason(nbytes: int) -> str | None:
     """Reason to decline when an output would not fit one binding."""
-    if nbytes > LIMITS["max_binding"]:
+    max_binding = current_limits().max_binding
+    if nbytes > max_binding:
         return (f"output ({nbytes >> 20} MiB) exceeds the adapter's storage-buffer binding "
-                f"limit ({LIMITS['max_binding'] >> 20} MiB)")
+                f"limit ({max_binding >> 20} MiB)")
     return None

@@ -7,9 +7,9 @@ import numpy as np
 
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import layout_of, pack
-from engine.backends.gpu_pixel.registry import pixel_kernel
+from engine.backends.gpu_pixel.registry import outputs_used, pixel_kernel
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
-from engine.ops.conv_pool import conv_transpose_geometry
+from engine.ops.conv_pool import causal_activation, conv_geometry, conv_transpose_geometry
 
 
 def activation_reason(layer) -> str | None:
@@ -28,40 +28,9 @@ def activation(layer) -> tuple[str, list[float]]:
     return act, list(shader_params(fused_params(act, layer.attr("activation_params")), 4))
 
 
-def geometry(layer, in_hw, k_hw, out_hw):
-    """(pads_begin, pads_end, strides, dilations) for the spatial axes (ONNX auto_pad rules)."""
-    nd = len(in_hw)
-    strides = list(layer.attr("strides") or [1] * nd)
-    dil = list(layer.attr("dilations") or [1] * nd)
-    auto = layer.attr("auto_pad", "NOTSET")
-    if isinstance(auto, bytes):
-        auto = auto.decode()
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        begin, end = [], []
-        for i in range(nd):
-            total = max(0, (out_hw[i] - 1) * strides[i] + (k_hw[i] - 1) * dil[i] + 1 - in_hw[i])
-            b = total // 2 if auto == "SAME_UPPER" else (total + 1) // 2
-            begin.append(b)
-            end.append(total - b)
-    elif auto == "VALID":
-        begin, end = [0] * nd, [0] * nd
-    else:
-        pads = list(layer.attr("pads") or [0] * (2 * nd))
-        begin, end = pads[:nd], pads[nd:]
-    return begin, end, strides, dil
-
-
 def _as_2d(shape):
     """NCHW view of a 1-D or 2-D layout (their textures are the same)."""
     return tuple(shape) if len(shape) == 4 else (shape[0], shape[1], 1, shape[2])
-
-
-def _geom_2d(layer, x, k, y):
-    sp = len(x) - 2
-    b, e, s, d = geometry(layer, x[2:], k, y[2:])
-    if sp == 1:
-        b, e, s, d = [0] + b, [0] + e, [1] + s, [1] + d
-    return b, e, s, d
 
 
 def _spatial_check(layer, metas):
@@ -82,11 +51,11 @@ def _conv_check(layer, metas):
 @pixel_kernel("Conv", check=_conv_check)
 def Conv(be, layer, inputs, in_metas, out_metas):
     x, w, y = in_metas[0].shape, in_metas[1].shape, out_metas[0].shape
-    k = list(w[2:])
-    pb, _, s, d = _geom_2d(layer, x, k, y)
+    geo = conv_geometry(layer, x, w).as_2d()
+    pb, s, d = geo.pads_begin, geo.strides, geo.dilations
     n, c, h, wd = _as_2d(x)
     _, m, oh, ow = _as_2d(y)
-    kh, kw = (1, k[0]) if len(k) == 1 else k
+    kh, kw = geo.kernel
     group = int(layer.attr("group", 1))
     cg, mg = c // group, m // group
     wmat = inputs[1].host is not None
@@ -180,15 +149,16 @@ def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
     return None
 
 
-def pool(be, layer, inputs, in_metas, out_metas, mode, k, global_=False, p=2.0):
+def pool(be, layer, inputs, in_metas, out_metas, mode, global_=False, p=2.0):
     x, y = in_metas[0].shape, out_metas[0].shape
     n, c, h, wd = _as_2d(x)
     _, _, oh, ow = _as_2d(y)
     if global_:
         kh, kw, pb, pe, s, d = h, wd, (0, 0), (0, 0), (1, 1), (1, 1)
     else:
-        pb, pe, s, d = _geom_2d(layer, x, k, y)
-        kh, kw = (1, k[0]) if len(k) == 1 else k
+        geo = conv_geometry(layer, x).as_2d()
+        pb, pe, s, d = geo.pads_begin, geo.pads_end, geo.strides, geo.dilations
+        kh, kw = geo.kernel
     include = int(layer.attr("count_include_pad", 0)) if mode == "avg" else 0
     ints = [(n, c, h, wd), ((c + 3) // 4, oh, ow, include), (kh, kw, s[0], s[1]),
             (pb[0], pb[1], d[0], d[1]), (pe[0], pe[1])]
@@ -197,33 +167,33 @@ def pool(be, layer, inputs, in_metas, out_metas, mode, k, global_=False, p=2.0):
 
 @pixel_kernel("MaxPool", check=_spatial_check)
 def MaxPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "max", list(layer.attr("kernel_shape")))
+    return pool(be, layer, inputs, in_metas, out_metas, "max")
 
 
 @pixel_kernel("AveragePool", check=_spatial_check)
 def AveragePool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "avg", list(layer.attr("kernel_shape")))
+    return pool(be, layer, inputs, in_metas, out_metas, "avg")
 
 
 @pixel_kernel("LpPool", check=_spatial_check)
 def LpPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "lp", list(layer.attr("kernel_shape")),
+    return pool(be, layer, inputs, in_metas, out_metas, "lp",
                 p=float(layer.attr("p", 2)))
 
 
 @pixel_kernel("GlobalAveragePool", check=_spatial_check)
 def GlobalAveragePool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "avg", None, global_=True)
+    return pool(be, layer, inputs, in_metas, out_metas, "avg", global_=True)
 
 
 @pixel_kernel("GlobalMaxPool", check=_spatial_check)
 def GlobalMaxPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "max", None, global_=True)
+    return pool(be, layer, inputs, in_metas, out_metas, "max", global_=True)
 
 
 @pixel_kernel("GlobalLpPool", check=_spatial_check)
 def GlobalLpPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "lp", None, global_=True,
+    return pool(be, layer, inputs, in_metas, out_metas, "lp", global_=True,
                 p=float(layer.attr("p", 2)))
 
 
@@ -239,12 +209,9 @@ def _convt_check(layer, metas):
 @pixel_kernel("ConvTranspose", check=_convt_check)
 def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     x, w = in_metas[0].shape, in_metas[1].shape
-    g = conv_transpose_geometry(layer, x, w)
+    g = conv_transpose_geometry(layer, x, w).as_2d()
     two = len(x) == 4
-    kh, kw = (g.kernel if two else (1,) + tuple(g.kernel))
-    sh, sw = (g.strides if two else (1,) + tuple(g.strides))
-    dh, dw = (g.dilations if two else (1,) + tuple(g.dilations))
-    ph, pw = (g.pads_begin if two else (0,) + tuple(g.pads_begin))
+    (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
     bias = inputs[2] if len(inputs) > 2 else None
     act, params = activation(layer)
     ints = [(kh, kw, int(layer.attr("group", 1) or 1), int(two)), (sh, sw, dh, dw),
@@ -252,3 +219,28 @@ def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     texes = [inputs[0], inputs[1]] + ([bias] if bias is not None else [])
     return [be.run("conv_transpose", out_metas[0].shape, texes, n_tex=3, ints=ints,
                    floats=[params], ACT=act)]
+
+
+def _causal_check(layer, metas):
+    w = metas[1] if len(metas) > 1 else None
+    if w is not None and len(w.shape) == 3 and w.shape[2] == 1 and outputs_used(layer) > 1:
+        return "CausalConvWithState with kernel size 1 has an empty state, which textures " \
+               "do not hold"
+    try:
+        causal_activation(layer)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@pixel_kernel("CausalConvWithState", check=_causal_check, max_outputs=2)
+def CausalConvWithState(be, layer, inputs, in_metas, out_metas):
+    """The output, then the state, each one pass of shaders/pixel/causal_conv.wgsl."""
+    k = in_metas[1].shape[2]
+    bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+    past = inputs[3] if len(inputs) > 3 and inputs[3] is not None else None
+    texes = [inputs[0], inputs[1], bias if bias is not None else be.r.dummy,
+             past if past is not None else be.r.dummy]
+    flags = (k, int(bias is not None), int(past is not None))
+    return [be.run("causal_conv", meta.shape, texes, ints=[(*flags, which)],
+                   ACT=causal_activation(layer)) for which, meta in enumerate(out_metas)]
