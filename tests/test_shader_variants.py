@@ -1,0 +1,75 @@
+"""Every shader variant a kernel can ask for renders through the one loader and compiles.
+
+Kernels choose variants by name (an op, a fold, a load form); the code of each lives in a
+.wgsl file. A variant that only a rare model requests would otherwise break unseen, so this
+file lists them from the kernels' own tables and compiles each with wgpu."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from engine.backends.gpu_common.shaders import load_shader
+from engine.backends.gpu_compute import kernels_binary as kb
+from engine.backends.gpu_compute.kernels_elementwise import WGSL_TYPE
+from engine.backends.gpu_compute.pipelines import Program
+
+
+def _t(dtype) -> str:
+    dtype = np.dtype(dtype)
+    return "I64" if dtype in kb.I64 else WGSL_TYPE[dtype.name]
+
+
+def binary_programs() -> list[Program]:
+    """binary.wgsl / binary_vec4.wgsl for every (op, element type) the kernels register."""
+    pairs = {(op, _t(dt), _t(dt)) for op, dtypes in kb.BINARY.items() for dt in dtypes}
+    for op in kb.COMPARE:
+        dtypes = kb.NUMERIC + kb.I64 + (kb.BOOL if op == "Equal" else ())
+        pairs |= {(op, _t(dt), "u32") for dt in dtypes}
+    pairs |= {(op, "u32", "u32") for op in kb.LOGIC}
+    pairs |= {(op, _t(dt), _t(dt)) for op in kb.VARIADIC for dt in kb.NUMERIC}
+    # Mod: fmod=1 on every type, fmod=0 on integers; BitShift on u32 both ways
+    pairs |= {("Fmod", t, t) for t in ("f32", "i32", "u32")}
+    pairs |= {("Mod", t, t) for t in ("i32", "u32")}
+    pairs |= {("BitShiftLeft", "u32", "u32"), ("BitShiftRight", "u32", "u32")}
+    programs = [Program.of("binary.wgsl", T=t, U=u, OP=op) for op, t, u in sorted(pairs)]
+    return programs + [Program.of("binary_vec4.wgsl", OP=op) for op in sorted(kb.VEC4_OPS)]
+
+
+COMPUTE = {"binary": binary_programs}
+
+
+def _all_compute() -> list[Program]:
+    return list(itertools.chain.from_iterable(f() for f in COMPUTE.values()))
+
+
+def test_every_compute_variant_renders_without_placeholders():
+    for program in _all_compute():
+        src = program.source()
+        assert "${" not in src and "//!include" not in src, program
+
+
+@pytest.mark.parametrize("family", sorted(COMPUTE))
+def test_every_compute_variant_compiles(require_gpu, family):
+    from engine.backends.gpu_common import get_device
+
+    device = get_device().device
+    for program in COMPUTE[family]():
+        program.build(device)  # raises GPUError naming the program on a shader error
+
+
+def test_a_missing_variant_file_or_parameter_is_an_error():
+    with pytest.raises(ValueError, match="binary_ops_f16.wgsl, which does not exist"):
+        load_shader("compute/binary.wgsl", T="f16", U="f16", OP="Add")
+    with pytest.raises(ValueError, match="needs the parameter 'T'"):
+        load_shader("compute/binary.wgsl", U="f32", OP="Add")
+
+
+def test_a_variant_that_does_not_exist_fails_to_compile(require_gpu):
+    from engine.backends.gpu_common import get_device
+    from engine.errors import GPUError
+
+    with pytest.raises(GPUError, match="op_BitwiseAnd"):  # no bitwise ops on floats
+        Program.of("binary.wgsl", T="f32", U="f32", OP="BitwiseAnd").build(get_device().device)
