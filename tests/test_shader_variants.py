@@ -13,6 +13,7 @@ import pytest
 
 from engine.backends.gpu_common.shaders import load_shader
 from engine.backends.gpu_compute import kernels_binary as kb
+from engine.backends.gpu_compute import kernels_reduce as kr
 from engine.backends.gpu_compute.kernels_elementwise import WGSL_TYPE
 from engine.backends.gpu_compute.pipelines import Program
 
@@ -38,7 +39,14 @@ def binary_programs() -> list[Program]:
     return programs + [Program.of("binary_vec4.wgsl", OP=op) for op in sorted(kb.VEC4_OPS)]
 
 
-COMPUTE = {"binary": binary_programs}
+def reduce_programs() -> list[Program]:
+    """Reductions, ArgMax/ArgMin and the Softmax family, one program per op."""
+    return ([Program.of("reduce.wgsl", OP=op) for op in kr.REDUCE]
+            + [Program.of("argreduce.wgsl", OP=op) for op in kr.ARGREDUCE]
+            + [Program.of("softmax.wgsl", OP=op) for op in kr.SOFTMAX])
+
+
+COMPUTE = {"binary": binary_programs, "reduce": reduce_programs}
 
 
 def _all_compute() -> list[Program]:
