@@ -14,6 +14,7 @@ import pytest
 from engine.backends.gpu_common.shaders import load_shader
 from engine.backends.gpu_compute import kernels_binary as kb
 from engine.backends.gpu_compute import kernels_reduce as kr
+from engine.backends.gpu_compute import kernels_select as ks
 from engine.backends.gpu_compute.kernels_elementwise import WGSL_TYPE
 from engine.backends.gpu_compute.pipelines import Program
 
@@ -46,7 +47,13 @@ def reduce_programs() -> list[Program]:
             + [Program.of("softmax.wgsl", OP=op) for op in kr.SOFTMAX])
 
 
-COMPUTE = {"binary": binary_programs, "reduce": reduce_programs}
+def scatter_programs() -> list[Program]:
+    """ScatterND's folds on every element type it folds."""
+    return [Program.of("scatter_nd_fold.wgsl", T=_t(dt), FOLD=fold)
+            for fold in ks.FOLDS for dt in ks.FOLD_DTYPES]
+
+
+COMPUTE = {"binary": binary_programs, "reduce": reduce_programs, "scatter": scatter_programs}
 
 
 def _all_compute() -> list[Program]:
