@@ -13,10 +13,12 @@ import pytest
 
 from engine.backends.gpu_common.shaders import load_shader
 from engine.backends.gpu_compute import kernels_binary as kb
+from engine.backends.gpu_compute import kernels_matmul as km
 from engine.backends.gpu_compute import kernels_reduce as kr
 from engine.backends.gpu_compute import kernels_select as ks
 from engine.backends.gpu_compute.kernels_elementwise import WGSL_TYPE
 from engine.backends.gpu_compute.pipelines import Program
+from engine.ops.activations import ACTIVATIONS
 
 
 def _t(dtype) -> str:
@@ -53,7 +55,28 @@ def scatter_programs() -> list[Program]:
             for fold in ks.FOLDS for dt in ks.FOLD_DTYPES]
 
 
-COMPUTE = {"binary": binary_programs, "reduce": reduce_programs, "scatter": scatter_programs}
+def matmul_programs() -> list[Program]:
+    """Every pairing of A and B load forms (without an activation), every fused activation
+    on one of them, and the workgroup-tiled variant."""
+    programs = [Program.of("matmul.wgsl", act="Identity", A_LOAD=a, B_LOAD=b)
+                for a in km.A_LOADS for b in km.B_LOADS]
+    programs += [Program.of("matmul.wgsl", act=act, A_LOAD="vec4", B_LOAD="outer_vec4")
+                 for act in sorted(ACTIVATIONS)]
+    return programs + [Program.of("matmul_tiled.wgsl", act="Identity")]
+
+
+def test_program_for_picks_every_load_form():
+    """The forms the kernel picks from strides are exactly those the test compiles."""
+    T = object()
+    picked = {dict(km.program_for(km.Operand(T, *a), km.Operand(T, *b), 8, n, k,
+                                  "Identity").params)["B_LOAD"]
+              for a in ((8, 1), (1, 8)) for b in ((1, 8), (8, 1), (3, 1), (1, 3))
+              for n, k in ((8, 8), (6, 6))}
+    assert picked == set(km.B_LOADS)
+
+
+COMPUTE = {"binary": binary_programs, "reduce": reduce_programs, "scatter": scatter_programs,
+           "matmul": matmul_programs}
 
 
 def _all_compute() -> list[Program]:
