@@ -33,7 +33,7 @@ def binary_programs() -> list[Program]:
         dtypes = kb.NUMERIC + kb.I64 + (kb.BOOL if op == "Equal" else ())
         pairs |= {(op, _t(dt), "u32") for dt in dtypes}
     pairs |= {(op, "u32", "u32") for op in kb.LOGIC}
-    pairs |= {(op, _t(dt), _t(dt)) for op in kb.VARIADIC for dt in kb.NUMERIC}
+    pairs |= {(op, _t(dt), _t(dt)) for op in kb.VARIADIC.values() for dt in kb.NUMERIC}
     # Mod: fmod=1 on every type, fmod=0 on integers; BitShift on u32 both ways
     pairs |= {("Fmod", t, t) for t in ("f32", "i32", "u32")}
     pairs |= {("Mod", t, t) for t in ("i32", "u32")}

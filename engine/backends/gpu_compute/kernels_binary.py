@@ -21,7 +21,7 @@ LOGIC = ("And", "Or", "Xor")
 #: int64 elements are two u32 words; the shaders name that type I64 (compute/int64.wgsl)
 I64 = (np.dtype(np.int64),)
 #: ops of shaders/compute/binary_arith.wgsl: valid on vec4<f32> operands as written
-VEC4_OPS = {"Add", "Sub", "Mul", "Div", "Sum", "Mean"}
+VEC4_OPS = {"Add", "Sub", "Mul", "Div"}
 
 
 def element_type(meta) -> str:
@@ -97,8 +97,9 @@ def BitShift(ctx, layer, ins, metas, out_metas):
 
 
 # -- variadic --------------------------------------------------------------------------------
-#: folded pairwise with op_<name> of binary_ops_<type>.wgsl (Max/Min keep NaNs on floats)
-VARIADIC = ("Sum", "Mean", "Max", "Min")
+#: op -> the binary op (binary_ops_<type>.wgsl) that folds its inputs pairwise; Sum and Mean
+#: share Add's pipelines (Mean scales after); Max/Min keep NaNs on floats
+VARIADIC = {"Sum": "Add", "Mean": "Add", "Max": "Max", "Min": "Min"}
 
 
 def _mean_check(layer, metas):
@@ -108,7 +109,7 @@ def _mean_check(layer, metas):
     return reason
 
 
-def _register_variadic(op: str):
+def _register_variadic(op: str, pairwise: str):
     @gpu_kernel(op, dtypes=NUMERIC, inputs=None,
                 check=_mean_check if op == "Mean" else _same_dtype)
     def kernel(ctx, layer, ins, metas, out_metas):
@@ -122,7 +123,7 @@ def _register_variadic(op: str):
             for k, (h, m) in enumerate(pairs[1:], 1):
                 shape = np.broadcast_shapes(acc_meta.shape, m.shape)
                 meta = type(m)(tuple(shape), m.dtype)
-                new = run_binary(ctx, acc, h, acc_meta, m, meta, op, t, t)
+                new = run_binary(ctx, acc, h, acc_meta, m, meta, pairwise, t, t)
                 if k > 1:
                     ctx.free(acc)
                 acc, acc_meta = new, meta
@@ -135,8 +136,8 @@ def _register_variadic(op: str):
     kernel.__name__ = op
 
 
-for _op in VARIADIC:
-    _register_variadic(_op)
+for _op, _pairwise in VARIADIC.items():
+    _register_variadic(_op, _pairwise)
 
 
 def _where_check(layer, metas):
