@@ -65,6 +65,34 @@ def matmul_programs() -> list[Program]:
     return programs + [Program.of("matmul_tiled.wgsl", act="Identity")]
 
 
+def pixel_programs() -> list:
+    """GPU_PIXEL's elementwise pass for every binary op and its reduction pass for every
+    reduction: both choose a vec4 function of the shader by name."""
+    from engine.backends.gpu_pixel import kernels_elementwise as pe
+    from engine.backends.gpu_pixel import kernels_reduce as pr
+    from engine.backends.gpu_pixel.renderer import RenderProgram
+
+    def program(shader, n_tex, **params):
+        return RenderProgram(shader, n_tex, tuple(sorted(params.items())))
+
+    modes = {f"M{k}": 0 for k in range(8)}
+    out = [program("elementwise", 8, BIN=op, ACT="Identity", N=2, PADDED="false", **modes)
+           for op in pe.BINARY]
+    for op in [*pr.REDUCE, "Softmax", "LogSoftmax"]:
+        out.append(program("reduce", 1, OP=op, INIT=pr.REDUCE.get(op, "sum"),
+                           NEEDS_MAX=str(op in pr.NEEDS_MAX).lower(),
+                           NEEDS_SELF=str(op in ("Softmax", "LogSoftmax")).lower()))
+    return out
+
+
+def test_every_pixel_variant_compiles(require_gpu):
+    from engine.backends.gpu_common import get_device
+
+    device = get_device().device
+    for program in pixel_programs():
+        program.build(device)
+
+
 def test_program_for_picks_every_load_form():
     """The forms the kernel picks from strides are exactly those the test compiles."""
     T = object()
