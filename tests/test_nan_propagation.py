@@ -218,6 +218,25 @@ def test_op_nan_inf(case, backend, rng):
         assert_ieee_equal(g, e, what=f"{case} on {backend}")
 
 
+
+@pytest.mark.parametrize("reduction", ["max", "min", "add", "mul"])
+def test_scatter_nd_fold_nan_inf(reduction, backend, rng):
+    """ScatterND's folds keep a NaN from the data or an update, as np.maximum.at does;
+    rows 1 and 3 are named twice, so updates also fold into each other."""
+    idx = np.array([[1], [3], [1], [0], [3]], np.int64)
+    node = helper.make_node("ScatterND", ["x", "idx", "u"], ["y"], reduction=reduction)
+    proto = model([node], [("x", F, [4, 6]), ("u", F, [5, 6])], OUT,
+                  initializers=(("idx", idx),), opset=18)
+    feeds = {"x": sprinkle(rng.standard_normal((4, 6)).astype(np.float32), rng),
+             "u": sprinkle(rng.standard_normal((5, 6)).astype(np.float32), rng)}
+    want = feeds["x"].copy()
+    fold = {"max": np.maximum, "min": np.minimum, "add": np.add, "mul": np.multiply}
+    with np.errstate(invalid="ignore"):  # inf - inf and 0 * inf make NaNs, as intended
+        fold[reduction].at(want, (idx[:, 0],), feeds["u"])
+    got, placed = engine_outputs(proto, feeds, backend)
+    assert_native(placed, backend)
+    assert_ieee_equal(got[0], want, what=f"ScatterND {reduction} on {backend}")
+
 def _w(rng, *shape):
     return (rng.standard_normal(shape) * 0.5).astype(np.float32)
 

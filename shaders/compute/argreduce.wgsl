@@ -9,6 +9,10 @@ struct Params { n: i32, L: i32, inner: i32, last: i32 }
 
 //!include common/math.wgsl
 
+// v replaces the best so far (ties and NaNs are handled in main)
+fn better_ArgMax(v: f32, best: f32) -> bool { return v > best; }
+fn better_ArgMin(v: f32, best: f32) -> bool { return v < best; }
+
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 64u);
@@ -22,7 +26,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     for (var j = 1; j < L; j++) {
         let v = x[base + j * inner];
         let v_nan = is_nan_f(v);
-        if (v ${cmp} best || (last && v == best) || (v_nan && (last || !is_nan_f(best)))) {
+        if (better_${OP}(v, best) || (last && v == best) || (v_nan && (last || !is_nan_f(best)))) {
             best = v;
             at = j;
         }

@@ -1,21 +1,25 @@
-// y = op(a, b) with NumPy broadcasting: per-dimension input strides are 0 where broadcast.
+// y = op_${OP}(a, b) with NumPy broadcasting: per-dimension input strides are 0 where
+// broadcast. The ops are functions of binary_ops_${T}.wgsl, one file per element type
+// (f32, i32, u32 (also bool), I64); U is the result type (u32 for comparisons).
 struct Params {
-    n: i32, rank: i32, same: i32, attr: i32,
+    n: i32, rank: i32, same: i32, pad0: i32,
     shape: array<vec4<i32>, 2>,
     sa: array<vec4<i32>, 2>,
     sb: array<vec4<i32>, 2>,
 }
 
+alias T = ${T};
+alias U = ${U};
+
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<${T}>;
-@group(0) @binding(2) var<storage, read> b: array<${T}>;
-@group(0) @binding(3) var<storage, read_write> y: array<${U}>;
+@group(0) @binding(1) var<storage, read> a: array<T>;
+@group(0) @binding(2) var<storage, read> b: array<T>;
+@group(0) @binding(3) var<storage, read_write> y: array<U>;
 
-//!include common/math.wgsl
-//!include compute/int64.wgsl
+//!include compute/binary_ops_${T}.wgsl
 
-fn op(a: ${T}, b: ${T}, attr: i32) -> ${U} {
-    return ${expr};
+fn op(a: T, b: T) -> U {
+    return op_${OP}(a, b);
 }
 
 @compute @workgroup_size(256)
@@ -36,5 +40,5 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
             ib += c * p.sb[d / 4][d % 4];
         }
     }
-    y[i] = op(a[ia], b[ib], p.attr);
+    y[i] = op(a[ia], b[ib]);
 }

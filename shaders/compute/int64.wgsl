@@ -5,6 +5,9 @@
 // +-(2^63 - 2^39), the largest float32 below 2^63; int64 -> float32 is correctly rounded in
 // the int32 range and within one float32 step beyond it.
 
+// the element type's name in template parameters (T=I64): kernels pass names, not WGSL types
+alias I64 = vec2<u32>;
+
 fn i64_eq(a: vec2<u32>, b: vec2<u32>) -> bool {
     return all(a == b);
 }

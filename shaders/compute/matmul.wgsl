@@ -13,30 +13,21 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> a: array<${A_TYPE}>;
-@group(0) @binding(2) var<storage, read> b: array<${B_TYPE}>;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
+// The operands' load forms, chosen from their strides: each file declares its binding, a_at
+// or b_at (one element), load_a4 (A(m, k..k+3)) or load_b4, and the B file brings the inner
+// step's form (b_tile, mac: matmul_form_dot.wgsl or matmul_form_outer.wgsl). s = (sam, sak,
+// sbk, sbn) and nmax = N - 1 are passed in so that they live in registers inside the K loop
+// (a uniform re-read per iteration was not hoisted on lavapipe).
+//!include compute/matmul_a_${A_LOAD}.wgsl
+//!include compute/matmul_b_${B_LOAD}.wgsl
 //!include common/activations.wgsl
 
 // the fused activation (shaders/common/activations.wgsl; op_Identity when there is none)
 fn act(x: f32, A: f32, B: f32) -> f32 {
     return op_${act}(x, A, B, 0.0);
-}
-
-fn a_at(i: i32) -> f32 { return ${A_AT}; }
-fn b_at(i: i32) -> f32 { return ${B_AT}; }
-
-// A(m, k..k+3); s = (sam, sak, sbk, sbn) and nmax = N - 1 are passed in so that they live in
-// registers inside the K loop (a uniform re-read per iteration was not hoisted on lavapipe)
-fn load_a4(base: i32, m: i32, k: i32, s: vec4<i32>, nmax: i32) -> vec4<f32> {
-    ${LOAD_A4}
-}
-
-// B(k..k+3, n) for FORM=dot, B(k, n..n+3) for FORM=outer
-fn load_b4(base: i32, k: i32, n: i32, s: vec4<i32>, nmax: i32) -> vec4<f32> {
-    ${LOAD_B4}
 }
 
 @compute @workgroup_size(8, 8, 1)
@@ -66,7 +57,11 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
         let a1 = load_a4(abase, m1, k, s, nmax);
         let a2 = load_a4(abase, m2, k, s, nmax);
         let a3 = load_a4(abase, m3, k, s, nmax);
-        ${INNER}
+        let t = b_tile(bbase, k, vec4<i32>(n0, n1, n2, n3), s, nmax);
+        acc0 += mac(a0, t);
+        acc1 += mac(a1, t);
+        acc2 += mac(a2, t);
+        acc3 += mac(a3, t);
     }
     for (var k = k4; k < p.K; k++) {
         let bk = vec4<f32>(b_at(bbase + k * p.sbk + n0 * p.sbn), b_at(bbase + k * p.sbk + n1 * p.sbn),

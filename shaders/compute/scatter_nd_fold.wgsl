@@ -1,6 +1,7 @@
 // ScatterND with a reduction: each output element starts from the data and folds in, in
-// index-row order, every update whose row names its slice: y = ${fold} over a (so far) and
-// u (the update). Rows are compared per element, so duplicates accumulate deterministically.
+// index-row order, every update whose row names its slice: a = fold_${FOLD}(a, u) of
+// scatter_folds_${T}.wgsl, a the value so far and u the update. Rows are compared per
+// element, so duplicates accumulate deterministically.
 // `iw` is 1 for int32 and 2 for int64 indices (the low word holds the value).
 struct Params {
     n: i32, slice: i32, depth: i32, rows: i32,
@@ -14,6 +15,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> idx: array<i32>;
 @group(0) @binding(3) var<storage, read> upd: array<${T}>;
 @group(0) @binding(4) var<storage, read_write> y: array<${T}>;
+
+//!include compute/scatter_folds_${T}.wgsl
 
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
@@ -31,7 +34,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
         }
         if (start == base) {
             let u = upd[r * p.slice + i % p.slice];
-            a = ${fold};
+            a = fold_${FOLD}(a, u);
         }
     }
     y[i] = a;

@@ -1,10 +1,24 @@
 // Softmax / LogSoftmax / Hardmax along one axis: one line (length L, stride inner) per
-// invocation.
+// invocation. The output of each element is out_${OP} of the element v, the line's maximum
+// top (at index `at`), the sum of exp(v - top) and its log.
 struct Params { n: i32, L: i32, inner: i32, pad0: i32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+
+fn out_Softmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
+    return exp(v - top) / sum;
+}
+
+fn out_LogSoftmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
+    return v - top - lsum;
+}
+
+// 1 at the first maximum, 0 elsewhere
+fn out_Hardmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
+    return select(0.0, 1.0, j == at);
+}
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
@@ -24,6 +38,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let lsum = log(sum);
     for (var j = 0; j < L; j++) {
         let v = x[base + j * inner];
-        y[base + j * inner] = ${expr};
+        y[base + j * inner] = out_${OP}(v, j, top, at, sum, lsum);
     }
 }

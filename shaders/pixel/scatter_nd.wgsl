@@ -1,6 +1,6 @@
 // ScatterND: each output element starts from the data and folds in, in index-row order,
 // every update whose index tuple names it (reduction i[0].z: 0 none (the last one wins),
-// 1 add, 2 mul, 3 max, 4 min). The indices are a float32 texture holding integers, their
+// 1 add, 2 mul, 3 max, 4 min; max and min keep a NaN, as np.maximum.at does). The indices are a float32 texture holding integers, their
 // tuple axis padded to axis 5; the updates texture is U.t[2].
 // i[0] = (index rows, depth, reduction, first data axis (padded))
 // i[1..2] = for each update axis (padded): 0..4 the index-row axis it copies, 10 + k the
@@ -21,8 +21,8 @@ fn fold(a: f32, u: f32) -> f32 {
     switch U.i[0].z {
         case 1: { return a + u; }
         case 2: { return a * u; }
-        case 3: { return max(a, u); }
-        case 4: { return min(a, u); }
+        case 3: { return max1(a, u); }
+        case 4: { return min1(a, u); }
         default: { return u; }
     }
 }

@@ -11,43 +11,40 @@ from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, NUMERIC, gpu_kernel
 from engine.backends.gpu_compute.util import arr8, broadcast_strides, size_of
 
-_INT_MOD = "select(a % b, a % b + b, (a % b != a - a) && ((a % b < a - a) != (b < a - a)))"
+#: op -> dtypes; the maths is op_<name> in shaders/compute/binary_ops_<type>.wgsl
 BINARY = {
-    "Add": ("a + b", NUMERIC), "Sub": ("a - b", NUMERIC), "Mul": ("a * b", NUMERIC),
-    "Div": ("a / b", NUMERIC),
-    "Pow": ("pow_f(a, b)", F32), "PRelu": ("select(a * b, a, a >= 0.0)", F32),
-    "BitwiseAnd": ("a & b", INTS), "BitwiseOr": ("a | b", INTS),
-    "BitwiseXor": ("a ^ b", INTS),
+    "Add": NUMERIC, "Sub": NUMERIC, "Mul": NUMERIC, "Div": NUMERIC, "Pow": F32, "PRelu": F32,
+    "BitwiseAnd": INTS, "BitwiseOr": INTS, "BitwiseXor": INTS,
 }
-COMPARE = {"Equal": "==", "Greater": ">", "Less": "<", "GreaterOrEqual": ">=",
-           "LessOrEqual": "<="}
-#: int64 elements are vec2<u32> (low, high words); shaders/compute/int64.wgsl compares them
+COMPARE = ("Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
+LOGIC = ("And", "Or", "Xor")
+#: int64 elements are two u32 words; the shaders name that type I64 (compute/int64.wgsl)
 I64 = (np.dtype(np.int64),)
-I64_WGSL = "vec2<u32>"
-COMPARE_I64 = {"Equal": "i64_eq(a, b)", "Greater": "i64_lt(b, a)", "Less": "i64_lt(a, b)",
-               "GreaterOrEqual": "!i64_lt(a, b)", "LessOrEqual": "!i64_lt(b, a)"}
-LOGIC = {"And": "a & b", "Or": "a | b", "Xor": "a ^ b"}
+#: ops of shaders/compute/binary_arith.wgsl: valid on vec4<f32> operands as written
+VEC4_OPS = {"Add", "Sub", "Mul", "Div"}
 
 
-#: binary expressions that are valid on vec4<f32> operands as written
-VEC4_SAFE = {"a + b", "a - b", "a * b", "a / b", "max(a, b)", "min(a, b)"}
+def element_type(meta) -> str:
+    """The element type's name in the shaders (f32, i32, u32, I64; bool is u32)."""
+    return "I64" if np.dtype(meta.dtype) in I64 else _wgsl(meta)
 
 
-def run_binary(ctx, a, b, ma, mb, out_meta, expr: str, t: str, u: str, attr: int = 0):
+def run_binary(ctx, a, b, ma, mb, out_meta, op: str, t: str, u: str):
+    """Record y = op_<op>(a, b) (shaders/compute/binary_ops_<t>.wgsl) with broadcasting."""
     y = ctx.tensor(out_meta)
     shape = tuple(out_meta.shape)
     n = size_of(shape)
     if not n:
         return y
     same = int(tuple(ma.shape) == shape and tuple(mb.shape) == shape)
-    if same and n % 4 == 0 and t == u == "f32" and expr in VEC4_SAFE:
-        ctx.dispatch(Program.of("binary_vec4.wgsl", expr=expr), [a, b, y], pack(n),
+    if same and n % 4 == 0 and t == u == "f32" and op in VEC4_OPS:
+        ctx.dispatch(Program.of("binary_vec4.wgsl", OP=op), [a, b, y], pack(n),
                      -(-n // 256))
         return y
-    params = pack(n, len(shape), same, attr, *arr8(shape),
+    params = pack(n, len(shape), same, 0, *arr8(shape),
                   *arr8(broadcast_strides(ma.shape, shape)),
                   *arr8(broadcast_strides(mb.shape, shape)))
-    ctx.dispatch(Program.of("binary.wgsl", T=t, U=u, expr=expr), [a, b, y], params, -(-n // WG))
+    ctx.dispatch(Program.of("binary.wgsl", T=t, U=u, OP=op), [a, b, y], params, -(-n // WG))
     return y
 
 
@@ -58,39 +55,22 @@ def _same_dtype(layer, metas):
     return None
 
 
-def _register_binary(op: str, expr: str, dtypes, out: str | None = None, attr=None):
+def _register_binary(op: str, dtypes, out: str | None = None):
     @gpu_kernel(op, dtypes=dtypes, inputs=(0, 1), check=_same_dtype)
     def kernel(ctx, layer, ins, metas, out_metas):
-        t = I64_WGSL if np.dtype(metas[0].dtype) in I64 else _wgsl(metas[0])
-        e = expr(layer, t) if callable(expr) else expr
-        return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0], e, t,
-                           out or t, attr(layer) if attr else 0)]
+        t = element_type(metas[0])
+        return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0], op, t,
+                           out or t)]
 
     kernel.__name__ = op
 
 
-for _op, (_expr, _dtypes) in BINARY.items():
-    _register_binary(_op, _expr, _dtypes)
-
-
-def _compare_expr(op: str):
-    def expr(layer, t):
-        return f"u32({COMPARE_I64[op]})" if t == I64_WGSL else f"u32(a {COMPARE[op]} b)"
-
-    return expr
-
-
+for _op, _dtypes in BINARY.items():
+    _register_binary(_op, _dtypes)
 for _op in COMPARE:
-    _register_binary(_op, _compare_expr(_op), NUMERIC + I64 + (BOOL if _op == "Equal" else ()),
-                     out="u32")
-for _op, _expr in LOGIC.items():
-    _register_binary(_op, _expr, BOOL)
-
-
-def _mod_expr(layer, t):
-    if t == "f32" or layer.attr("fmod", 0):
-        return "a % b"
-    return _INT_MOD if t == "i32" else "a % b"
+    _register_binary(_op, NUMERIC + I64 + (BOOL if _op == "Equal" else ()), out="u32")
+for _op in LOGIC:
+    _register_binary(_op, BOOL)
 
 
 def _mod_check(layer, metas):
@@ -103,23 +83,23 @@ def _mod_check(layer, metas):
 
 @gpu_kernel("Mod", dtypes=NUMERIC, inputs=(0, 1), check=_mod_check)
 def Mod(ctx, layer, ins, metas, out_metas):
+    # fmod=1 truncates (the sign of the dividend); fmod=0 floors (the sign of the divisor)
     t = _wgsl(metas[0])
-    return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0],
-                       _mod_expr(layer, t), t, t)]
+    op = "Fmod" if layer.attr("fmod", 0) else "Mod"
+    return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0], op, t, t)]
 
 
 @gpu_kernel("BitShift", dtypes=(np.dtype(np.uint32),), inputs=(0, 1))
 def BitShift(ctx, layer, ins, metas, out_metas):
-    expr = "select(0u, select(a >> b, a << b, attr == 0), b < 32u)"
-    left = 0 if layer.attr("direction", "LEFT") == "LEFT" else 1
-    return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0], expr, "u32", "u32",
-                       left)]
+    left = layer.attr("direction", "LEFT") == "LEFT"
+    op = "BitShiftLeft" if left else "BitShiftRight"
+    return [run_binary(ctx, ins[0], ins[1], metas[0], metas[1], out_metas[0], op, "u32", "u32")]
 
 
 # -- variadic --------------------------------------------------------------------------------
-#: (float expression, integer expression); max_f/min_f (math.wgsl) keep NaNs like np.maximum
-VARIADIC = {"Sum": ("a + b", "a + b"), "Mean": ("a + b", "a + b"),
-            "Max": ("max_f(a, b)", "max(a, b)"), "Min": ("min_f(a, b)", "min(a, b)")}
+#: op -> the binary op (binary_ops_<type>.wgsl) that folds its inputs pairwise; Sum and Mean
+#: share Add's pipelines (Mean scales after); Max/Min keep NaNs on floats
+VARIADIC = {"Sum": "Add", "Mean": "Add", "Max": "Max", "Min": "Min"}
 
 
 def _mean_check(layer, metas):
@@ -129,12 +109,11 @@ def _mean_check(layer, metas):
     return reason
 
 
-def _register_variadic(op: str, exprs: tuple[str, str]):
+def _register_variadic(op: str, pairwise: str):
     @gpu_kernel(op, dtypes=NUMERIC, inputs=None,
                 check=_mean_check if op == "Mean" else _same_dtype)
     def kernel(ctx, layer, ins, metas, out_metas):
         t = _wgsl(metas[0])
-        expr = exprs[0] if t == "f32" else exprs[1]
         pairs = [(h, m) for h, m in zip(ins, metas) if m is not None]
         if len(pairs) == 1:
             acc = ctx.view(pairs[0][0], out_metas[0].shape)
@@ -144,7 +123,7 @@ def _register_variadic(op: str, exprs: tuple[str, str]):
             for k, (h, m) in enumerate(pairs[1:], 1):
                 shape = np.broadcast_shapes(acc_meta.shape, m.shape)
                 meta = type(m)(tuple(shape), m.dtype)
-                new = run_binary(ctx, acc, h, acc_meta, m, meta, expr, t, t)
+                new = run_binary(ctx, acc, h, acc_meta, m, meta, pairwise, t, t)
                 if k > 1:
                     ctx.free(acc)
                 acc, acc_meta = new, meta
@@ -157,8 +136,8 @@ def _register_variadic(op: str, exprs: tuple[str, str]):
     kernel.__name__ = op
 
 
-for _op, _expr in VARIADIC.items():
-    _register_variadic(_op, _expr)
+for _op, _pairwise in VARIADIC.items():
+    _register_variadic(_op, _pairwise)
 
 
 def _where_check(layer, metas):

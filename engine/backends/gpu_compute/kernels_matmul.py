@@ -51,42 +51,21 @@ def activation_reason(layer) -> str | None:
     return None
 
 
+#: A_LOAD and B_LOAD values of matmul.wgsl (files compute/matmul_a_*.wgsl, matmul_b_*.wgsl)
+A_LOADS = ("vec4", "scalar")
+B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_scalar")
+
+
 def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Program:
+    """matmul.wgsl with the operands' load forms: vec4 loads where a layout allows them; B in
+    the dot-product form when contiguous along K, else the outer-product form."""
     a_vec = a.sc == 1 and K % 4 == 0 and _aligned(a.sr, a.batch, a.off)
-    params = {"act": act}
-    if a_vec:
-        # unsigned: division by 4 becomes a shift (indices are never negative)
-        params.update(A_TYPE="vec4<f32>", A_AT="a[u32(i) / 4u][u32(i) % 4u]",
-                      LOAD_A4="return a[u32(base + m * s.x + k) / 4u];")
-    else:
-        params.update(A_TYPE="f32", A_AT="a[i]", LOAD_A4=(
-            "let i = base + m * s.x + k * s.y;\n    return vec4<f32>(a_at(i), "
-            "a_at(i + s.y), a_at(i + 2 * s.y), a_at(i + 3 * s.y));"))
-    if b.sr == 1 and b.sc != 1:  # contiguous along K: dot-product form
-        vec = K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
-        load = ("return b[u32(base + n * s.w + k) / 4u];" if vec else
-                "let i = base + n * s.w + k * s.z;\n    return vec4<f32>(b_at(i), "
-                "b_at(i + s.z), b_at(i + 2 * s.z), b_at(i + 3 * s.z));")
-        inner = "\n".join(
-            f"        acc{i} += vec4<f32>(dot(a{i}, c0), dot(a{i}, c1), dot(a{i}, c2), "
-            f"dot(a{i}, c3));" for i in range(4))
-        loads = "".join(f"let c{j} = load_b4(bbase, k, n{j}, s, nmax);\n        " for j in range(4))
-        inner = loads + inner
-    else:  # contiguous along N (or neither): outer-product form
-        vec = b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
-        load = ("return b[u32(base + k * s.z + n) / 4u];" if vec else
-                "let i = base + k * s.z;\n    return vec4<f32>(b_at(i + n * s.w), "
-                "b_at(i + min(n + 1, nmax) * s.w), b_at(i + min(n + 2, nmax) * s.w), "
-                "b_at(i + min(n + 3, nmax) * s.w));")
-        rows = "\n".join(f"        acc{i} += a{i}.x * b0 + a{i}.y * b1 + a{i}.z * b2 + a{i}.w * b3;"
-                         for i in range(4))
-        loads = "".join(f"let b{j} = load_b4(bbase, k + {j}, n0, s, nmax);\n        "
-                        for j in range(4))
-        inner = loads + rows.lstrip()
-    params.update(B_TYPE="vec4<f32>" if vec else "f32",
-                  B_AT="b[u32(i) / 4u][u32(i) % 4u]" if vec else "b[i]", LOAD_B4=load,
-                  INNER=inner)
-    return Program.of("matmul.wgsl", **params)
+    if b.sr == 1 and b.sc != 1:  # contiguous along K
+        form, vec = "dot", K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
+    else:  # contiguous along N (or neither)
+        form, vec = "outer", b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
+    return Program.of("matmul.wgsl", act=act, A_LOAD="vec4" if a_vec else "scalar",
+                      B_LOAD=f"{form}_{'vec4' if vec else 'scalar'}")
 
 
 def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 1,

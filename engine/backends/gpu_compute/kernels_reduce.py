@@ -9,21 +9,9 @@ from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel
 from engine.backends.gpu_compute.util import arr8, attr_axis, contiguous_strides, size_of
 
-NEG_INF = "bitcast<f32>(0xff800000u)"
-POS_INF = "bitcast<f32>(0x7f800000u)"
-#: op -> (init, step, finish, two_pass)
-REDUCE = {
-    "ReduceSum": ("0.0", "acc + v", "acc", "false"),
-    "ReduceMean": ("0.0", "acc + v", "acc / count", "false"),
-    "ReduceMax": (NEG_INF, "max_f(acc, v)", "acc", "false"),
-    "ReduceMin": (POS_INF, "min_f(acc, v)", "acc", "false"),
-    "ReduceProd": ("1.0", "acc * v", "acc", "false"),
-    "ReduceL1": ("0.0", "acc + abs(v)", "acc", "false"),
-    "ReduceL2": ("0.0", "acc + v * v", "sqrt(acc)", "false"),
-    "ReduceLogSum": ("0.0", "acc + v", "log(acc)", "false"),
-    "ReduceLogSumExp": ("0.0", "acc + exp(v - top)", "log(acc) + top", "true"),
-    "ReduceSumSquare": ("0.0", "acc + v * v", "acc", "false"),
-}
+#: reductions with init_/fold_/finish_<op> functions in shaders/compute/reduce_ops.wgsl
+REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
 
 
 def reduce_axes(layer, metas) -> list[int] | None:
@@ -50,11 +38,9 @@ def run_reduce(ctx, x, shape, axes, out_meta, op: str):
     kept = [d for d in range(len(shape)) if d not in axes]
     ks, kst = _merge([shape[d] for d in kept], [strides[d] for d in kept])
     rs, rst = _merge([shape[d] for d in axes], [strides[d] for d in axes])
-    init, step, finish, two = REDUCE[op]
     params = pack(n, size_of([shape[d] for d in axes]), len(ks), len(rs), *arr8(ks),
                   *arr8(kst), *arr8(rs), *arr8(rst))
-    ctx.dispatch(Program.of("reduce.wgsl", init=init, step=step, finish=finish, two_pass=two),
-                 [x, y], params, -(-n // 64))
+    ctx.dispatch(Program.of("reduce.wgsl", OP=op), [x, y], params, -(-n // 64))
     return y
 
 
@@ -108,7 +94,7 @@ def GlobalMaxPool(ctx, layer, ins, metas, out_metas):
                        "ReduceMax")]
 
 
-def _arg(op, cmp):
+def _arg(op):
     @gpu_kernel(op, dtypes=F32)
     def kernel(ctx, layer, ins, metas, out_metas):
         shape = metas[0].shape
@@ -118,21 +104,23 @@ def _arg(op, cmp):
         if n and shape[axis]:
             inner = size_of(shape[axis + 1:])
             params = pack(n, shape[axis], max(inner, 1), int(layer.attr("select_last_index", 0)))
-            ctx.dispatch(Program.of("argreduce.wgsl", cmp=cmp), [ins[0], y], params,
+            ctx.dispatch(Program.of("argreduce.wgsl", OP=op), [ins[0], y], params,
                          -(-n // 64))
         return [y]
 
     kernel.__name__ = op
 
 
-_arg("ArgMax", ">")
-_arg("ArgMin", "<")
+#: ops with a better_<op> comparison in shaders/compute/argreduce.wgsl
+ARGREDUCE = ("ArgMax", "ArgMin")
+for _op in ARGREDUCE:
+    _arg(_op)
 
-SOFTMAX = {"Softmax": "exp(v - top) / sum", "LogSoftmax": "v - top - lsum",
-           "Hardmax": "select(0.0, 1.0, j == at)"}
+#: ops with an out_<op> function in shaders/compute/softmax.wgsl
+SOFTMAX = ("Softmax", "LogSoftmax", "Hardmax")
 
 
-def _register_softmax(op, expr):
+def _register_softmax(op):
     @gpu_kernel(op, dtypes=F32)
     def kernel(ctx, layer, ins, metas, out_metas):
         shape = metas[0].shape
@@ -145,12 +133,12 @@ def _register_softmax(op, expr):
             length, inner = shape[axis], size_of(shape[axis + 1:])
         lines = size_of(shape) // max(length, 1)
         if lines and length:
-            ctx.dispatch(Program.of("softmax.wgsl", expr=expr), [ins[0], y],
+            ctx.dispatch(Program.of("softmax.wgsl", OP=op), [ins[0], y],
                          pack(lines, length, max(inner, 1), 0), -(-lines // 64))
         return [y]
 
     kernel.__name__ = op
 
 
-for _op, _expr in SOFTMAX.items():
-    _register_softmax(_op, _expr)
+for _op in SOFTMAX:
+    _register_softmax(_op)

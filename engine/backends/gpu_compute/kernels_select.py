@@ -14,8 +14,8 @@ from engine.ops.reduce import topk_params
 
 WG = 256
 INDEX = (np.dtype(np.int32), np.dtype(np.int64))
-#: ScatterND reductions: how an update u folds into the value a
-FOLDS = {"none": "u", "add": "a + u", "mul": "a * u", "max": "max(a, u)", "min": "min(a, u)"}
+#: ScatterND reductions that fold (function fold_<name> in shaders/compute/scatter_folds_*.wgsl)
+FOLDS = ("add", "mul", "max", "min")
 FOLD_DTYPES = (np.dtype(np.float32), np.dtype(np.int32))
 #: a folding ScatterND compares every output element with every index row
 SCATTER_MAX_WORK = 1 << 28
@@ -50,7 +50,7 @@ def GatherND(ctx, layer, ins, metas, out_metas):
 
 def _scatter_nd_check(layer, metas):
     reduction = layer.attr("reduction", "none")
-    if reduction not in FOLDS:
+    if reduction != "none" and reduction not in FOLDS:
         return f"ScatterND reduction {reduction!r} is not supported"
     data, idx, upd = (metas + [None] * 3)[:3]
     if idx is not None and np.dtype(idx.dtype) not in INDEX:
@@ -80,7 +80,7 @@ def ScatterND(ctx, layer, ins, metas, out_metas):
     y = ctx.tensor(out)
     reduction = layer.attr("reduction", "none")
     if reduction != "none":
-        return [_scatter_nd_fold(ctx, ins, data, idx, out, y, FOLDS[reduction])]
+        return [_scatter_nd_fold(ctx, ins, data, idx, out, y, reduction)]
     words = words_per_element(out.dtype)
     ctx.copy(ins[0], 0, y, 0, size_of(data.shape) * words * 4)
     depth = idx.shape[-1]
@@ -104,7 +104,7 @@ def _scatter_nd_fold(ctx, ins, data, idx, out, y, fold: str):
                       words_per_element(idx.dtype), 0, 0, 0, *arr8(data.shape[:depth]),
                       *arr8(strides))
         program = Program.of("scatter_nd_fold.wgsl", T=WGSL_TYPE[np.dtype(out.dtype).name],
-                             fold=fold)
+                             FOLD=fold)
         ctx.dispatch(program, [ins[0], ins[1], ins[2], y], params, -(-n // WG))
     return y
 

@@ -129,8 +129,8 @@ def GatherElements(ctx, layer, ins, metas, out_metas):
 #: (source kind, target kind) pairs with a function op_Cast_<from>_<to> in compute/cast.wgsl
 CAST = {(s, d) for s in ("f32", "i32", "u32", "bool", "i64")
         for d in ("f32", "i32", "u32", "bool", "i64") if s != d}
-#: WGSL element type of each kind in the unary shader
-KIND_WGSL = {"f32": "f32", "i32": "i32", "u32": "u32", "bool": "u32", "i64": "vec2<u32>"}
+#: element type of each kind in the unary shader (I64: compute/int64.wgsl names vec2<u32>)
+KIND_WGSL = {"f32": "f32", "i32": "i32", "u32": "u32", "bool": "u32", "i64": "I64"}
 
 
 def _kind(dtype) -> str:

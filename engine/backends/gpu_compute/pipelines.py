@@ -41,5 +41,5 @@ class Program:
             return pipeline, pipeline.get_bind_group_layout(0)
 
     def __str__(self) -> str:
-        spec = ", ".join(f"{k}={v}" for k, v in self.params if "\n" not in v and len(v) < 40)
+        spec = ", ".join(f"{k}={v}" for k, v in self.params)  # names and constants only
         return f"{self.path}({spec})"

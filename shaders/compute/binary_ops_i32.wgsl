@@ -1,0 +1,10 @@
+// Binary ops on i32 operands (binary.wgsl includes binary_ops_<T>.wgsl).
+//!include compute/binary_arith.wgsl
+//!include compute/binary_compare.wgsl
+//!include compute/binary_int.wgsl
+
+// Mod with fmod=0: the remainder takes the sign of the divisor (Python's %, np.mod)
+fn op_Mod(a: i32, b: i32) -> i32 {
+    let r = a % b;
+    return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
