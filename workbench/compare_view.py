@@ -136,10 +136,11 @@ class ComparePanel(QWidget):
         """Plot a comparison (None clears the plot)."""
         self._set_limit(threshold)
         if result is None:
-            self.names = []
-            self.curve.setData([], [])
-            for item in self.points:
-                item.setData([], [])
+            if self.names:  # (clearing an empty plot still costs pyqtgraph milliseconds)
+                self.names = []
+                self.curve.setData([], [])
+                for item in self.points:
+                    item.setData([], [])
             self.first.setVisible(False)
             return
         self.names = [row["name"] for row in result.layers]

@@ -176,10 +176,10 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
 
     # -- model loading ----------------------------------------------------------------------
     def _on_model_ready(self, lm: LoadedModel) -> None:
-        """The graph first, then the inputs, then the output and timing panels, then the
-        worker, each a few milliseconds apart: done in one go, the switch-over held the UI
-        thread ~70 ms on a 900-layer model, and stages posted with no delay ran back to back
-        before the repaints and timers between them."""
+        """The graph first, then the session's new state, the inputs, the output and timing
+        panels and the worker, each a few milliseconds apart: done in one go, the switch-over
+        held the UI thread ~70 ms on a 900-layer model, and stages posted with no delay ran
+        back to back before the repaints and timers between them."""
         if lm.generation != self.controller.generation:
             return
         self.session.load_timings.update(load_ms=lm.load_ms, layout_ms=lm.layout_ms)
@@ -190,8 +190,12 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
         if lm.generation != self.controller.generation:
             return  # another model was opened meanwhile
         self.session.set_loaded(lm, self._saved_overrides(lm.path))
-        model = lm.model
-        self.inputs.set_model(model, lm.preprocess)
+        QTimer.singleShot(STAGE_DELAY_MS, lambda: self._show_inputs(lm))
+
+    def _show_inputs(self, lm: LoadedModel) -> None:
+        if lm.generation != self.controller.generation:
+            return
+        self.inputs.set_model(lm.model, lm.preprocess)
         self._feed_sample(lm)
         QTimer.singleShot(STAGE_DELAY_MS, lambda: self._show_results_side(lm))
 
