@@ -73,8 +73,8 @@ class WinoPlan:
             self.ms *= 2
         self.mb = -(-M // self.ms)
         nb = self.rb * self.tw
-        self.sizes = (a * a * C * nb, a * a * self.mb * nb, a * (self.tw * m + 2),
-                      a * a * self.tw, a * m * self.tw, m * self.tw * m)
+        self.sizes = (a * a * C * nb, a * a * self.mb * nb, 2 * a * (self.tw * m + 2),
+                      a * a * nb, a * m * nb, m * m * nb, self.tw * m)
 
     def finite(self) -> bool:
         """False when the transformed weights hold NaN or Inf (then the direct path runs)."""
@@ -113,9 +113,10 @@ def run(wp: WinoPlan, x: np.ndarray, out: np.ndarray, bias: np.ndarray, act: int
     bad = []
 
     def blocks(lo: int, hi: int) -> None:
-        pv, py, pb, pt, ps, po = _SCRATCH.parts(wp.sizes)
-        buf = pb.reshape(a, tw * m + 2)
-        tmp, s, obuf = pt.reshape(a, a, tw), ps.reshape(a, m, tw), po.reshape(m, tw * m)
+        pv, py, pb, pe, ps, po, obuf = _SCRATCH.parts(wp.sizes)
+        buf, er = pb.reshape(2, a, tw * m + 2)
+        nbc = rb * tw
+        E, S, O = pe.reshape(a * a, nbc), ps.reshape(a * m, nbc), po.reshape(m * m, nbc)
         for t in range(lo, hi):
             n, r = divmod(t, per_image)
             blk, part = divmod(r, ms)
@@ -126,13 +127,13 @@ def run(wp: WinoPlan, x: np.ndarray, out: np.ndarray, bias: np.ndarray, act: int
             if m1 <= m0:
                 continue
             V = pv[:a * a * wp.C * nb].reshape(a * a, wp.C, nb)
-            if not np.isfinite(wino_input(x[n], V, m, wp.pt, wp.pl, i0, i1, tw, buf, tmp)):
+            if not np.isfinite(wino_input(x[n], V, m, wp.pt, wp.pl, i0, i1, tw, buf, er, E)):
                 bad.append(t)
                 return
             Y = py[:a * a * (m1 - m0) * nb].reshape(a * a, m1 - m0, nb)
             np.matmul(wp.U[:, m0:m1], V, out=Y)
             wino_output(Y, out[n], m, i0, i1, tw, m0, bias, act, params,
-                        _NO_RES if res is None else res[n], post, pparams, s, obuf)
+                        _NO_RES if res is None else res[n], post, pparams, S, O, obuf)
 
     threads.parallel_for(blocks, N * per_image)
     return not bad

@@ -2,11 +2,13 @@
 (``kernels_winograd``): input tiles into the transformed domain, and products back to the
 output with the Conv epilogue fused in.
 
-Both transforms are separable (``B^T d B`` is a 1-D transform of the rows, then of the
-columns), written out with their constants (Lavin and Gray's points 0, +-1, +-2) so the
-zero entries cost nothing. Loops run over the tiles of one tile row (``j``) innermost, so
-LLVM vectorises across tiles; slices are indexed from 0 (no wraparound test, see
-``conv_numba``).
+Both transforms are separable (``B^T d B`` is a 1-D transform of the tile's rows, then of
+its columns), written out with their constants (Lavin and Gray's points 0, +-1, +-2) so the
+zero entries cost nothing. Arithmetic loops run over all tiles of a block (hundreds), so
+LLVM vectorises them; the strided gathers and scatters between image rows and tiles are
+plain copies. ``m`` reaches the bodies as a constant (inlined per tile size): as a runtime
+value it kept LLVM from specialising the loops and the input transform ran 5x slower.
+Slices are indexed from 0 (no wraparound test, see ``conv_numba``).
 """
 
 from __future__ import annotations
@@ -17,23 +19,73 @@ from numba import njit
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, _act
 from engine.backends.cpu.conv_numba import FAST_FINITE_FREE
 
+_OPTS = dict(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
+#: the transforms' constants as float32: an int literal times a float32 is float64 in
+#: Numba, which sent the whole transform through float64 (2x slower)
+F2, F4, F5, F8 = np.float32(2), np.float32(4), np.float32(5), np.float32(8)
 
-@njit(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
-def wino_input(x, V, m, pt, pl, i0, i1, tw, buf, tmp):
-    """Transformed input tiles of tile rows ``i0:i1`` of one image, all channels.
 
-    x: (C, H, W); V: (a*a, C, (i1 - i0) * tw) with a = m + 2, tile (i, j) in column
-    (i - i0) * tw + j; ``pt``/``pl`` the top/left pads; buf: (a, >= tw*m + 2) and
-    tmp: (a, a, tw) scratch. Returns a value that is finite if and only if every input
-    value read was (NaN/Inf spread over whole tiles in this domain, so such inputs are
-    left to the direct path)."""
+@njit(inline="always", **_OPTS)
+def _bt(m, src, sb, ss, dst, db, ds, n):
+    """Rows ``db + k*ds`` of ``dst`` = (B^T x)[k], x the rows ``sb + k*ss`` of ``src``
+    (2-D C-contiguous arrays: every row a contiguous slice, so the loops vectorise)."""
+    if m == 4:
+        d0, d1, d2, d3, d4, d5 = (src[sb], src[sb + ss], src[sb + 2 * ss], src[sb + 3 * ss],
+                                  src[sb + 4 * ss], src[sb + 5 * ss])
+        t0, t1, t2, t3, t4, t5 = (dst[db], dst[db + ds], dst[db + 2 * ds], dst[db + 3 * ds],
+                                  dst[db + 4 * ds], dst[db + 5 * ds])
+        for p in range(n):
+            e1, e2, e3, e4 = d1[p], d2[p], d3[p], d4[p]
+            t0[p] = F4 * d0[p] - F5 * e2 + e4
+            t1[p] = e3 + e4 - F4 * (e1 + e2)
+            t2[p] = F4 * (e1 - e2) + e4 - e3
+            t3[p] = F2 * (e3 - e1) + e4 - e2
+            t4[p] = F2 * (e1 - e3) + e4 - e2
+            t5[p] = F4 * e1 - F5 * e3 + d5[p]
+    else:
+        d0, d1, d2, d3 = src[sb], src[sb + ss], src[sb + 2 * ss], src[sb + 3 * ss]
+        t0, t1, t2, t3 = dst[db], dst[db + ds], dst[db + 2 * ds], dst[db + 3 * ds]
+        for p in range(n):
+            e1, e2 = d1[p], d2[p]
+            t0[p] = d0[p] - e2
+            t1[p] = e1 + e2
+            t2[p] = e2 - e1
+            t3[p] = e1 - d3[p]
+
+
+@njit(inline="always", **_OPTS)
+def _at(m, src, sb, ss, dst, db, ds, n):
+    """Rows ``db + k*ds`` of ``dst`` = (A^T y)[k], y the rows ``sb + k*ss`` of ``src``."""
+    if m == 4:
+        y0, y1, y2, y3, y4, y5 = (src[sb], src[sb + ss], src[sb + 2 * ss], src[sb + 3 * ss],
+                                  src[sb + 4 * ss], src[sb + 5 * ss])
+        o0, o1, o2, o3 = dst[db], dst[db + ds], dst[db + 2 * ds], dst[db + 3 * ds]
+        for p in range(n):
+            ps, ms = y1[p] + y2[p], y1[p] - y2[p]
+            pt, mt = y3[p] + y4[p], y3[p] - y4[p]
+            o0[p] = y0[p] + ps + pt
+            o1[p] = ms + F2 * mt
+            o2[p] = ps + F4 * pt
+            o3[p] = ms + F8 * mt + y5[p]
+    else:
+        y0, y1, y2, y3 = src[sb], src[sb + ss], src[sb + 2 * ss], src[sb + 3 * ss]
+        o0, o1 = dst[db], dst[db + ds]
+        for p in range(n):
+            o0[p] = y0[p] + y1[p] + y2[p]
+            o1[p] = y1[p] - y2[p] - y3[p]
+
+
+@njit(inline="always", **_OPTS)
+def _input(m, x, V, pt, pl, i0, i1, tw, buf, er, E):
     C, H, W = x.shape
     a = m + 2
     Wp = buf.shape[1]
-    ncopy = min(W, Wp - pl)
-    chk = np.zeros(ncopy, np.float32)
+    nb = (i1 - i0) * tw
+    V2 = V.reshape((a * a * C, nb))
+    chk = np.zeros(W, np.float32)
     for c in range(C):
         for i in range(i0, i1):
+            # the tile row's a input rows, zero-padded, then their column transform
             for r in range(a):
                 y = i * m - pt + r
                 row = buf[r]
@@ -41,121 +93,69 @@ def wino_input(x, V, m, pt, pl, i0, i1, tw, buf, tmp):
                     row[:] = 0
                     continue
                 row[:pl] = 0
-                row[pl + ncopy:] = 0
+                row[pl + W:] = 0
                 src = x[c, y]
                 dst = row[pl:]
-                for q in range(ncopy):
+                for q in range(W):
                     v = src[q]
                     dst[q] = v
                     chk[q] += v - v  # NaN for NaN and +-Inf, else 0
-            # rows: tmp[r, k, j] = (B^T d_r)[k] of tile j
-            for r in range(a):
-                row = buf[r]
-                t = tmp[r]
-                t0, t1, t2, t3 = t[0], t[1], t[2], t[3]
-                if m == 4:
-                    t4, t5 = t[4], t[5]
+            _bt(m, buf, 0, 1, er, 0, 1, Wp)
+            # gather: E[ky, q, tile] = er[ky, m * j + q]
+            t0 = (i - i0) * tw
+            for ky in range(a):
+                for q in range(a):
+                    src = er[ky, q:]
+                    dst = E[ky * a + q, t0:]
                     for j in range(tw):
-                        d0, d1, d2 = row[4 * j], row[4 * j + 1], row[4 * j + 2]
-                        d3, d4, d5 = row[4 * j + 3], row[4 * j + 4], row[4 * j + 5]
-                        t0[j] = 4 * d0 - 5 * d2 + d4
-                        t1[j] = d3 + d4 - 4 * (d1 + d2)
-                        t2[j] = 4 * (d1 - d2) + d4 - d3
-                        t3[j] = 2 * (d3 - d1) + d4 - d2
-                        t4[j] = 2 * (d1 - d3) + d4 - d2
-                        t5[j] = 4 * d1 - 5 * d3 + d5
-                else:
-                    for j in range(tw):
-                        d0, d1, d2, d3 = row[2 * j], row[2 * j + 1], row[2 * j + 2], row[2 * j + 3]
-                        t0[j] = d0 - d2
-                        t1[j] = d1 + d2
-                        t2[j] = d2 - d1
-                        t3[j] = d1 - d3
-            # columns: V[ky * a + k, c, tile] = (B^T column k)[ky]
-            base = (i - i0) * tw
-            for k in range(a):
-                s0, s1, s2, s3 = tmp[0, k], tmp[1, k], tmp[2, k], tmp[3, k]
-                v0, v1 = V[k, c, base:], V[a + k, c, base:]
-                v2, v3 = V[2 * a + k, c, base:], V[3 * a + k, c, base:]
-                if m == 4:
-                    s4, s5 = tmp[4, k], tmp[5, k]
-                    v4, v5 = V[4 * a + k, c, base:], V[5 * a + k, c, base:]
-                    for j in range(tw):
-                        e0, e1, e2, e3, e4, e5 = s0[j], s1[j], s2[j], s3[j], s4[j], s5[j]
-                        v0[j] = 4 * e0 - 5 * e2 + e4
-                        v1[j] = e3 + e4 - 4 * (e1 + e2)
-                        v2[j] = 4 * (e1 - e2) + e4 - e3
-                        v3[j] = 2 * (e3 - e1) + e4 - e2
-                        v4[j] = 2 * (e1 - e3) + e4 - e2
-                        v5[j] = 4 * e1 - 5 * e3 + e5
-                else:
-                    for j in range(tw):
-                        e0, e1, e2, e3 = s0[j], s1[j], s2[j], s3[j]
-                        v0[j] = e0 - e2
-                        v1[j] = e1 + e2
-                        v2[j] = e2 - e1
-                        v3[j] = e1 - e3
+                        dst[j] = src[m * j]
+        # row transform of every tile of the block at once
+        for ky in range(a):
+            _bt(m, E, ky * a, 1, V2, ky * a * C + c, C, nb)
     return chk.sum()
 
 
-@njit(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
-def wino_output(Y, out, m, i0, i1, tw, m0, bias, act, params, res, post, pparams, s, obuf):
-    """Output tiles of tile rows ``i0:i1`` for channels ``m0 : m0 + Y.shape[1]``, with
-    ``out = post(act(A^T Y A + bias) + res)`` (no residual when ``res`` is empty).
+@njit(**_OPTS)
+def wino_input(x, V, m, pt, pl, i0, i1, tw, buf, er, E):
+    """Transformed input tiles of tile rows ``i0:i1`` of one image, all channels.
 
-    Y: (a*a, Mb, (i1 - i0) * tw) products; out and res: (M, oh, ow); s: (a, m, tw) and
-    obuf: (m, >= tw*m) scratch; ``params``/``pparams`` the two activations' parameters."""
+    x: (C, H, W); V: (a*a, C, (i1 - i0) * tw) with a = m + 2, tile (i, j) in column
+    (i - i0) * tw + j; ``pt``/``pl`` the top/left pads; scratch buf, er: (a, tw*m + 2),
+    E: (a*a, >= (i1 - i0) * tw). Returns a value that is finite if and only if every input
+    value read was (in this domain NaN/Inf spread over whole tiles, so such inputs are left
+    to the direct path)."""
+    if m == 4:
+        return _input(4, x, V, pt, pl, i0, i1, tw, buf, er, E)
+    return _input(2, x, V, pt, pl, i0, i1, tw, buf, er, E)
+
+
+@njit(inline="always", **_OPTS)
+def _output(m, Y, out, i0, i1, tw, m0, bias, act, params, res, post, pparams, S, O, obuf):
     M, oh, ow = out.shape
     a = m + 2
+    nb = (i1 - i0) * tw
     p0, p1 = params[0], params[1]
     q0, q1 = pparams[0], pparams[1]
     zero = p0 - p0
     has_res = res.shape[0] > 0
+    Mb = Y.shape[1]
+    Y2 = Y.reshape((a * a * Mb, nb))
     for kk in range(Y.shape[1]):
         mo = m0 + kk
         b = bias[mo] if bias.shape[0] > 0 else zero
+        for ry in range(a):  # S[ry * m + ox, tile] = (A^T Y_ry)[ox]
+            _at(m, Y2, ry * a * Mb + kk, Mb, S, ry * m, 1, nb)
+        for ox in range(m):  # O[oy * m + ox, tile]
+            _at(m, S, ox, m, O, ox, m, nb)
         for i in range(i0, i1):
-            base = (i - i0) * tw
-            # rows: s[ry, ox, j] = (A^T Y_ry)[ox]
-            for ry in range(a):
-                y0, y1 = Y[ry * a, kk, base:], Y[ry * a + 1, kk, base:]
-                y2, y3 = Y[ry * a + 2, kk, base:], Y[ry * a + 3, kk, base:]
-                sr = s[ry]
-                s0, s1 = sr[0], sr[1]
-                if m == 4:
-                    y4, y5 = Y[ry * a + 4, kk, base:], Y[ry * a + 5, kk, base:]
-                    s2, s3 = sr[2], sr[3]
-                    for j in range(tw):
-                        e1, e2, e3, e4 = y1[j], y2[j], y3[j], y4[j]
-                        ps, ms, pt, mt = e1 + e2, e1 - e2, e3 + e4, e3 - e4
-                        s0[j] = y0[j] + ps + pt
-                        s1[j] = ms + 2 * mt
-                        s2[j] = ps + 4 * pt
-                        s3[j] = ms + 8 * mt + y5[j]
-                else:
-                    for j in range(tw):
-                        s0[j] = y0[j] + y1[j] + y2[j]
-                        s1[j] = y1[j] - y2[j] - y3[j]
-            # columns, into whole output rows of this tile row
-            if m == 4:
-                o0, o1, o2, o3 = obuf[0], obuf[1], obuf[2], obuf[3]
-                for j in range(tw):
-                    for ox in range(4):
-                        e1, e2, e3, e4 = s[1, ox, j], s[2, ox, j], s[3, ox, j], s[4, ox, j]
-                        ps, ms, pt, mt = e1 + e2, e1 - e2, e3 + e4, e3 - e4
-                        o0[4 * j + ox] = s[0, ox, j] + ps + pt
-                        o1[4 * j + ox] = ms + 2 * mt
-                        o2[4 * j + ox] = ps + 4 * pt
-                        o3[4 * j + ox] = ms + 8 * mt + s[5, ox, j]
-            else:
-                o0, o1 = obuf[0], obuf[1]
-                for j in range(tw):
-                    for ox in range(2):
-                        e1, e2 = s[1, ox, j], s[2, ox, j]
-                        o0[2 * j + ox] = s[0, ox, j] + e1 + e2
-                        o1[2 * j + ox] = e1 - e2 - s[3, ox, j]
+            t0 = (i - i0) * tw
             for oy in range(min(m, oh - i * m)):
-                src = obuf[oy]
+                for ox in range(m):  # scatter the tiles' pixels into one output row
+                    src = O[oy * m + ox, t0:]
+                    dst = obuf[ox:]
+                    for j in range(tw):
+                        dst[m * j] = src[j]
+                src = obuf
                 dst = out[mo, i * m + oy]
                 if has_res:
                     add = res[mo, i * m + oy]
@@ -176,3 +176,17 @@ def wino_output(Y, out, m, i0, i1, tw, m0, bias, act, params, res, post, pparams
                 else:
                     for q in range(ow):
                         dst[q] = _act(src[q] + b, act, p0, p1)
+
+
+@njit(**_OPTS)
+def wino_output(Y, out, m, i0, i1, tw, m0, bias, act, params, res, post, pparams, S, O, obuf):
+    """Output tiles of tile rows ``i0:i1`` for channels ``m0 : m0 + Y.shape[1]``, with
+    ``out = post(act(A^T Y A + bias) + res)`` (no residual when ``res`` is empty).
+
+    Y: (a*a, Mb, (i1 - i0) * tw) products; out and res: (M, oh, ow); scratch S: (a*m, nb),
+    O: (m*m, nb) with nb >= (i1 - i0) * tw, obuf: (tw * m,); ``params``/``pparams`` the two
+    activations' parameters."""
+    if m == 4:
+        _output(4, Y, out, i0, i1, tw, m0, bias, act, params, res, post, pparams, S, O, obuf)
+    else:
+        _output(2, Y, out, i0, i1, tw, m0, bias, act, params, res, post, pparams, S, O, obuf)
