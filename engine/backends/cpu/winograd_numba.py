@@ -103,12 +103,20 @@ def _input(m, x, V, pt, pl, i0, i1, tw, buf, er, E):
             _bt(m, buf, 0, 1, er, 0, 1, Wp)
             # gather: E[ky, q, tile] = er[ky, m * j + q]
             t0 = (i - i0) * tw
+            # (one loop of a loads an iteration, as in the output's scatter)
             for ky in range(a):
-                for q in range(a):
-                    src = er[ky, q:]
-                    dst = E[ky * a + q, t0:]
+                src = er[ky]
+                e0, e1 = E[ky * a, t0:], E[ky * a + 1, t0:]
+                e2, e3 = E[ky * a + 2, t0:], E[ky * a + 3, t0:]
+                if m == 4:
+                    e4, e5 = E[ky * a + 4, t0:], E[ky * a + 5, t0:]
                     for j in range(tw):
-                        dst[j] = src[m * j]
+                        e0[j], e1[j], e2[j] = src[4 * j], src[4 * j + 1], src[4 * j + 2]
+                        e3[j], e4[j], e5[j] = src[4 * j + 3], src[4 * j + 4], src[4 * j + 5]
+                else:
+                    for j in range(tw):
+                        e0[j], e1[j] = src[2 * j], src[2 * j + 1]
+                        e2[j], e3[j] = src[2 * j + 2], src[2 * j + 3]
         # row transform of every tile of the block at once
         for ky in range(a):
             _bt(m, E, ky * a, 1, V2, ky * a * C + c, C, nb)
@@ -150,11 +158,20 @@ def _output(m, Y, out, i0, i1, tw, m0, bias, act, params, res, post, pparams, S,
         for i in range(i0, i1):
             t0 = (i - i0) * tw
             for oy in range(min(m, oh - i * m)):
-                for ox in range(m):  # scatter the tiles' pixels into one output row
-                    src = O[oy * m + ox, t0:]
-                    dst = obuf[ox:]
+                # the tiles' pixels into one output row: m interleaved stores an iteration
+                # (one loop of m-wide steps ran 2x faster than m strided loops)
+                r0, r1 = O[oy * m, t0:], O[oy * m + 1, t0:]
+                if m == 4:
+                    r2, r3 = O[oy * m + 2, t0:], O[oy * m + 3, t0:]
                     for j in range(tw):
-                        dst[m * j] = src[j]
+                        obuf[4 * j] = r0[j]
+                        obuf[4 * j + 1] = r1[j]
+                        obuf[4 * j + 2] = r2[j]
+                        obuf[4 * j + 3] = r3[j]
+                else:
+                    for j in range(tw):
+                        obuf[2 * j] = r0[j]
+                        obuf[2 * j + 1] = r1[j]
                 src = obuf
                 dst = out[mo, i * m + oy]
                 if has_res:
