@@ -32,6 +32,7 @@ _G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
 #: bytes of a block's transformed input and products together: half the 2 MiB L2 of a core
 #: here, leaving room for the slice of U being read and the output rows being written
 BLOCK_BYTES = 1 << 20
+NB_MIN = 64
 #: None: ``choose`` decides; 0: never Winograd; 2 or 4: always that tile size where it
 #: applies (tests and benchmarks)
 FORCE: int | None = None
@@ -61,15 +62,22 @@ class WinoPlan:
         oh, ow = out_shape
         self.pt, self.pl = int(pads_begin[0]), int(pads_begin[1])
         self.th, self.tw = -(-oh // m), -(-ow // m)
-        # tile rows per block: as many as fit BLOCK_BYTES with V and all M product rows
+        # tile rows per block: as many as fit BLOCK_BYTES with V and all M product rows, but
+        # at least NB_MIN tiles (each block's products read all of U once), then evened out
         per_row = a * a * (C + M) * self.tw * 4
-        self.rb = max(1, min(self.th, BLOCK_BYTES // per_row))
+        rb = max(1, BLOCK_BYTES // per_row, -(-NB_MIN // self.tw))
+        nblk = -(-self.th // min(self.th, rb))
+        # two tasks a thread: smaller blocks (down to 16 tiles), then (small images) slices
+        # of the output channels, each part transforming the block's input itself (cheap
+        # next to its product)
+        want = -(-2 * nthreads // N)
+        if nblk < want:
+            nblk = max(nblk, min(want, self.th, self.th * self.tw // 16))
+        self.rb = -(-self.th // nblk)
         self.nblk = -(-self.th // self.rb)
-        # few blocks (small images): also split the output channels so every thread has
-        # work; each part transforms the block's input itself (cheap next to its product)
         tasks = N * self.nblk
         self.ms = 1
-        while tasks * self.ms < 2 * nthreads and M // (2 * self.ms) >= 32:
+        while tasks * self.ms < 2 * nthreads and M // (2 * self.ms) >= 16:
             self.ms *= 2
         self.mb = -(-M // self.ms)
         nb = self.rb * self.tw
