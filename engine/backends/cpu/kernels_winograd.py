@@ -43,7 +43,15 @@ def choose(C: int, M: int, oh: int, ow: int) -> int:
     oh x ow output, or 0 where im2col + sgemm measured faster."""
     if FORCE is not None:
         return FORCE
-    return 4
+    # measured on the zoo's 3x3 layers (scripts/bench_winograd.py, docs/PERFORMANCE.md):
+    # F(4,3) won every layer of 55x55 and more (1.2-2.2x), F(2,3) most of the 27x27-28x28
+    # ones; at 14x14 and below im2col won nearly all (a few hundred tiles or fewer: the
+    # transforms and U, 1.8-4x the weights' size, are read for too little work), and so
+    # did the 3-channel first layer (the products have K = 3)
+    if C < 16:
+        return 0
+    side = min(oh, ow)
+    return 4 if side >= 40 else 2 if side >= 20 else 0
 
 
 class WinoPlan:
@@ -135,7 +143,7 @@ def run(wp: WinoPlan, x: np.ndarray, out: np.ndarray, bias: np.ndarray, act: int
             if m1 <= m0:
                 continue
             V = pv[:a * a * wp.C * nb].reshape(a * a, wp.C, nb)
-            if not np.isfinite(wino_input(x[n], V, m, wp.pt, wp.pl, i0, i1, tw, buf, er, E)):
+            if wino_input(x[n], V, m, wp.pt, wp.pl, i0, i1, tw, buf, er, E):
                 bad.append(t)
                 return
             Y = py[:a * a * (m1 - m0) * nb].reshape(a * a, m1 - m0, nb)

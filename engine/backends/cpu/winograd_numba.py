@@ -23,6 +23,7 @@ _OPTS = dict(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="num
 #: the transforms' constants as float32: an int literal times a float32 is float64 in
 #: Numba, which sent the whole transform through float64 (2x slower)
 F2, F4, F5, F8 = np.float32(2), np.float32(4), np.float32(5), np.float32(8)
+FMAX = np.finfo(np.float32).max
 
 
 @njit(inline="always", **_OPTS)
@@ -82,7 +83,7 @@ def _input(m, x, V, pt, pl, i0, i1, tw, buf, er, E):
     Wp = buf.shape[1]
     nb = (i1 - i0) * tw
     V2 = V.reshape((a * a * C, nb))
-    chk = np.zeros(W, np.float32)
+    bad = 0
     for c in range(C):
         for i in range(i0, i1):
             # the tile row's a input rows, zero-padded, then their column transform
@@ -99,7 +100,9 @@ def _input(m, x, V, pt, pl, i0, i1, tw, buf, er, E):
                 for q in range(W):
                     v = src[q]
                     dst[q] = v
-                    chk[q] += v - v  # NaN for NaN and +-Inf, else 0
+                    # a comparison, not v - v: fast-math's reassociation folds
+                    # (s + v) - v to s and lost the NaN
+                    bad += 0 if abs(v) <= FMAX else 1
             _bt(m, buf, 0, 1, er, 0, 1, Wp)
             # gather: E[ky, q, tile] = er[ky, m * j + q]
             t0 = (i - i0) * tw
@@ -120,7 +123,7 @@ def _input(m, x, V, pt, pl, i0, i1, tw, buf, er, E):
         # row transform of every tile of the block at once
         for ky in range(a):
             _bt(m, E, ky * a, 1, V2, ky * a * C + c, C, nb)
-    return chk.sum()
+    return bad
 
 
 @njit(**_OPTS)
@@ -129,9 +132,8 @@ def wino_input(x, V, m, pt, pl, i0, i1, tw, buf, er, E):
 
     x: (C, H, W); V: (a*a, C, (i1 - i0) * tw) with a = m + 2, tile (i, j) in column
     (i - i0) * tw + j; ``pt``/``pl`` the top/left pads; scratch buf, er: (a, tw*m + 2),
-    E: (a*a, >= (i1 - i0) * tw). Returns a value that is finite if and only if every input
-    value read was (in this domain NaN/Inf spread over whole tiles, so such inputs are left
-    to the direct path)."""
+    E: (a*a, >= (i1 - i0) * tw). Returns how many input values read were NaN or +-Inf (in
+    this domain they spread over whole tiles, so such inputs are left to the direct path)."""
     if m == 4:
         return _input(4, x, V, pt, pl, i0, i1, tw, buf, er, E)
     return _input(2, x, V, pt, pl, i0, i1, tw, buf, er, E)
