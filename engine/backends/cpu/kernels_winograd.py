@@ -153,3 +153,13 @@ def run(wp: WinoPlan, x: np.ndarray, out: np.ndarray, bias: np.ndarray, act: int
 
     threads.parallel_for(blocks, N * per_image)
     return not bad
+
+
+def warm_up() -> None:
+    """Compile (or load from Numba's cache) both tile sizes' transforms on a tiny image."""
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    out = np.empty((1, 3, 5, 5), np.float32)
+    p = np.zeros(2, np.float32)
+    for m in (2, 4):
+        run(WinoPlan(w, (5, 5), (1, 1), m, 1, 1), x, out, p[:0], 0, p, None, 0, p)
