@@ -7,8 +7,9 @@ squared multiplications per channel pair instead of 9 m^2: the weights are trans
 ``V`` [a*a, C, tiles], the a*a products ``U[k] @ V[k]`` ([M, C] @ [C, tiles]) run as one
 batched np.matmul (BLAS), and ``wino_output`` transforms them back with the Conv epilogue
 (bias, activation, residual, ``post``) fused in. The image is processed in blocks of whole
-tile rows sized so that a block's V and products stay in the core's L2 cache; blocks (and,
-on small images, slices of the output channels) are spread over the backend's threads.
+tile rows sized so that a block's V and products stay in the core's L2 cache, but of at
+least ``NB_MIN`` tiles; blocks (and, on small images, slices of the output channels) are
+spread over the backend's threads.
 
 F(4, 3) does 4x fewer multiplications than direct convolution, F(2, 3) 2.25x fewer; the
 transforms cost memory passes and float32 precision (F(4, 3) loses about one more decimal
@@ -32,6 +33,9 @@ _G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
 #: bytes of a block's transformed input and products together: half the 2 MiB L2 of a core
 #: here, leaving room for the slice of U being read and the output rows being written
 BLOCK_BYTES = 1 << 20
+#: fewest tiles a block (where the image has them): every block's products read all of U
+#: (a*a*M*C floats), so blocks of a few tiles made large layers wait on memory; 16 to 256
+#: measured alike within the noise here, 64 is in the middle
 NB_MIN = 64
 #: None: ``choose`` decides; 0: never Winograd; 2 or 4: always that tile size where it
 #: applies (tests and benchmarks)
@@ -44,14 +48,15 @@ def choose(C: int, M: int, oh: int, ow: int) -> int:
     if FORCE is not None:
         return FORCE
     # measured on the zoo's 3x3 layers (scripts/bench_winograd.py, docs/PERFORMANCE.md):
-    # F(4,3) won every layer of 55x55 and more (1.2-2.2x), F(2,3) most of the 27x27-28x28
-    # ones; at 14x14 and below im2col won nearly all (a few hundred tiles or fewer: the
-    # transforms and U, 1.8-4x the weights' size, are read for too little work), and so
-    # did the 3-channel first layer (the products have K = 3)
-    if C < 16:
-        return 0
+    # F(4,3) won the layers of 55x55 and more with C >= 64 (1.2-2.2x), F(2,3) most of the
+    # 27x27-28x28 ones with C >= 64; at 14x14 and below im2col won nearly all (a few hundred
+    # tiles or fewer: the transforms and U, 1.8-4x the weights' size, are read for too
+    # little work). With few input channels (squeezenet's 16 and 32, vgg19's first layer)
+    # the products are thin (K = C) and the result flipped between runs: im2col stays
     side = min(oh, ow)
-    return 4 if side >= 40 else 2 if side >= 20 else 0
+    if side >= 40:
+        return 4 if C >= 32 else 0
+    return 2 if side >= 20 and C >= 64 else 0
 
 
 class WinoPlan:
