@@ -48,15 +48,18 @@ def choose(C: int, M: int, oh: int, ow: int) -> int:
     if FORCE is not None:
         return FORCE
     # measured on the zoo's 3x3 layers (scripts/bench_winograd.py, docs/PERFORMANCE.md):
-    # F(4,3) won the layers of 55x55 and more with C >= 64 (1.2-2.2x), F(2,3) most of the
-    # 27x27-28x28 ones with C >= 64; at 14x14 and below im2col won nearly all (a few hundred
-    # tiles or fewer: the transforms and U, 1.8-4x the weights' size, are read for too
-    # little work). With few input channels (squeezenet's 16 and 32, vgg19's first layer)
-    # the products are thin (K = C) and the result flipped between runs: im2col stays
+    # F(4,3) won every layer of 55x55 and more with C >= 64 (1.3-2.3x), F(2,3) most of the
+    # 27x27-28x28 ones with C >= 64 (up to 1.8x); at 14x14 only the wide ones (C >= 192,
+    # M >= 256: resnet50's 256 -> 256 1.35x), and at 13x13 and below none (a few dozen
+    # tiles: the transforms and U, 1.8-4x the weights' size, are read for too little work).
+    # With few input channels (squeezenet's 16 and 32, vgg19's first layer) the products
+    # are thin (K = C) and im2col was as fast or faster
     side = min(oh, ow)
     if side >= 40:
         return 4 if C >= 32 else 0
-    return 2 if side >= 20 and C >= 64 else 0
+    if side >= 20:
+        return 2 if C >= 64 else 0
+    return 2 if side >= 14 and C >= 192 and M >= 256 else 0
 
 
 class WinoPlan:
