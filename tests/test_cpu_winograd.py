@@ -105,7 +105,7 @@ def test_winograd_non_finite_like_direct(rng, tile, monkeypatch):
     direct = L("Conv", pads=[1, 1, 1, 1], activation="Relu")
     want = kc.Conv(direct, [x, w, b])
     want_res = kc.conv(direct, [x, w, b], res=res, post=(ACT_RELU, 0.0, 0.0))
-    assert direct._cpu_conv_plan.kind == "im2col"
+    assert direct._cpu_conv_plan.kind in ("im2col", "shift")
     for g, e in ((got, want), (got_res, want_res)):
         assert np.isnan(e).any()
         np.testing.assert_array_equal(np.isnan(g), np.isnan(e))
@@ -122,7 +122,7 @@ def test_winograd_non_finite_weights_use_direct(rng, tile):
     w[2, 1, 0, 2] = np.inf
     layer = L("Conv", pads=[1, 1, 1, 1])
     got = kc.Conv(layer, [x, w, b])
-    assert layer._cpu_conv_plan.kind == "im2col"
+    assert layer._cpu_conv_plan.kind in ("im2col", "shift")
     assert np.isfinite(got[:, :2]).all()
 
 
@@ -144,3 +144,28 @@ def test_rule_selects_winograd_where_it_pays(rng):
         layer = L("Conv", pads=[1, 1, 1, 1], **attrs)
         kc.Conv(layer, [x, wg, b])
         assert layer._cpu_conv_plan.kind != "winograd", attrs
+
+
+@pytest.mark.parametrize("k,dil,pads", [
+    ((3, 3), [1, 1], [1, 1, 1, 1]), ((5, 5), [1, 1], [2, 2, 2, 2]),
+    ((3, 2), [2, 1], [0, 1, 2, 0]), ((1, 3), [1, 3], [0, 3, 0, 3]),
+    ((3, 3), [1, 1], [0, 0, 0, 0])])
+def test_shift_kind_matches_float64(rng, monkeypatch, k, dil, pads):
+    """Small stride-1 convolutions that Winograd does not take build their patch matrix from
+    shifted runs of the padded plane (``conv_shift``): any kernel, dilation and pads, with
+    the fused activation and the residual forms."""
+    monkeypatch.setattr(kw, "FORCE", 0)
+    N, C, M, H, W = 2, 7, 11, 9, 12
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((M, C, *k)).astype(np.float32)
+    b = rng.standard_normal(M).astype(np.float32)
+    layer = L("Conv", pads=pads, dilations=dil, activation="Relu")
+    got = kc.Conv(layer, [x, w, b])
+    assert layer._cpu_conv_plan.kind == "shift"
+    y = ref_conv(x, w, b, [1, 1], pads, dil, 1)
+    assert rel_err(got, np.maximum(y, 0)) < 1e-5
+    res = rng.standard_normal(y.shape).astype(np.float32)
+    plain = L("Conv", pads=pads, dilations=dil)
+    got = kc.conv(plain, [x, w, b], act=(ACT_SILU, 0.0, 0.0), res=res, post=(ACT_RELU, 0.0, 0.0))
+    assert plain._cpu_conv_plan.kind == "shift"
+    assert rel_err(got, np.maximum(y / (1 + np.exp(-y)) + res, 0)) < 1e-5

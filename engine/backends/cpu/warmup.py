@@ -39,6 +39,8 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     x = r(1, 4, 6, 6)
     return [
         ("Conv (im2col + epilogue)", ("Conv", "Gemm"), lambda: kc.Conv(
+            _layer("Conv", strides=[2, 2], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
+        ("Conv (shifted rows)", ("Conv",), lambda: kc.Conv(
             _layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
         ("Conv (Winograd)", ("Conv",), kw.warm_up),
         ("Conv (depthwise)", ("Conv",), lambda: kc.Conv(
