@@ -11,10 +11,69 @@ im2col's row set-up cost more than the product itself.
 
 from __future__ import annotations
 
+import threading
+
+import numpy as np
 from numba import njit
 
+from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, _act
 from engine.backends.cpu.conv_numba import FAST_FINITE_FREE
+
+#: use the "shift" kind (False: im2col; tests and benchmarks)
+ENABLED = True
+#: most output channels of a "shift" layer: measured on the zoo's untiled stride-1 layers,
+#: M = 32 ran 1.4-1.9x faster (densenet121's 128 -> 32 3x3), the 5x5 ones with M = 32-64
+#: 1.15-1.27x, and M >= 128 mostly 0.8-0.95x (the product's extra columns cost more than
+#: the cheaper patch matrix saves)
+MAX_M = 64
+
+
+def wanted(M: int) -> bool:
+    """Whether an untiled, ungrouped stride-1 2-D Conv with M output channels uses this."""
+    return ENABLED and M <= MAX_M
+
+
+class _Pad(threading.local):
+    """A grow-only zero-padded plane per thread."""
+
+    def __init__(self):
+        self.buf = np.empty(0, np.float32)
+
+    def get(self, n: int, dtype) -> np.ndarray:
+        if self.buf.dtype != dtype or self.buf.size < n:
+            self.buf = np.empty(n, dtype)
+        return self.buf[:n]
+
+
+_PAD = _Pad()
+
+
+def run(sg, w2, bias, x, out, act, params, res3, post, scratch) -> np.ndarray:
+    """``out`` (N, M, oh, ow) of the convolution of ``x`` (N, C, H, W) with ``w2`` (M, C*K)
+    and geometry ``sg`` (``shift_cols``), with the epilogue of ``shift_epilogue``: bias,
+    ``act``, and with ``res3`` (N, M, oh*ow) the residual and ``post`` = (code, params).
+    ``scratch`` gives the patch matrix (``kernels_conv._SCRATCH``)."""
+    N, C = x.shape[:2]
+    M, L, Wp = w2.shape[0], sg[-1], sg[-2]
+    K = w2.shape[1] // C
+    psize = sg[6] * Wp + (sg[1] - 1) * sg[3]
+    none = np.zeros((0, 1, 1), x.dtype)
+    for n in range(N):
+        cols = scratch.get((C * K, L), x.dtype)
+        xn = x[n]
+        threads.parallel_for(
+            lambda lo, hi, xn=xn, cols=cols: shift_cols(xn, cols, sg,
+                                                        _PAD.get(psize, x.dtype), lo, hi),
+            C, grain=max(1, threads.SPLIT_MIN_ELEMENTS // (K * L)))
+        buf = np.empty((M, L), x.dtype)
+        threads.matmul(w2, cols, buf)
+        res = none if res3 is None else res3[n].reshape(out.shape[1:])
+        threads.parallel_for(
+            lambda lo, hi, buf=buf, o=out[n], res=res: shift_epilogue(
+                buf, o, Wp, bias, act, params, res, post[0], post[1], lo, hi),
+            M, grain=max(1, 16384 // L))
+    return out
 
 
 @njit(nogil=True, cache=True)

@@ -15,8 +15,8 @@ import threading
 
 import numpy as np
 
+from engine.backends.cpu import conv_shift, threads
 from engine.backends.cpu import kernels_winograd as winograd
-from engine.backends.cpu import threads
 from engine.backends.cpu.activation import (
     ACT_NONE,
     act_params,
@@ -27,7 +27,6 @@ from engine.backends.cpu.activation import (
     epilogue,
 )
 from engine.backends.cpu.conv_numba import col2im, depthwise2d, im2col
-from engine.backends.cpu.conv_shift import shift_cols, shift_epilogue
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
@@ -47,9 +46,6 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
-_PAD = _Scratch()  # zero-padded planes of the "shift" kind
-#: use the "shift" kind (False: im2col; tests and benchmarks)
-SHIFT = True
 #: fewest output positions per im2col tile (rounded down to whole output rows)
 TILE_COLS = 512
 
@@ -137,8 +133,10 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
             if wp.finite():  # else NaN/Inf weights would spread over whole tiles
                 plan.kind, plan.wino = "winograd", wp
     if (plan.kind == "im2col" and not plan.tiled and g.rank == 2 and group == 1
-            and tuple(g.strides) == (1, 1) and SHIFT):
-        # small stride-1 outputs: patch rows as whole shifted runs (``conv_shift``)
+            and tuple(g.strides) == (1, 1) and conv_shift.wanted(M)):
+        # small stride-1 outputs with few output channels: patch rows as whole shifted runs
+        # (``conv_shift``); with more channels the product's extra columns cost more than
+        # the cheaper patch matrix saves
         (pt, pl), (pb, pr) = g.pads_begin, g.pads_end
         Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
         plan.kind = "shift"
@@ -208,7 +206,9 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
                                                 lo, hi), M, grain=plan.grain)
         return _residual(out, out3, res3, fz)
     if plan.kind == "shift":
-        return _shift(plan, x, out, a0, params, res3, fz)
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,
+                              _SCRATCH)
     if plan.kind == "winograd":
         res4 = None if res3 is None else res3.reshape(out.shape)
         post_code, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
@@ -280,33 +280,6 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
                         epi(0, Mg, s0 * ow, s1 * ow)
 
             threads.parallel_for(tile, plan.ntiles)
-    return out
-
-
-def _shift(plan: _Plan, x: np.ndarray, out: np.ndarray, act, params, res3, fz) -> np.ndarray:
-    """The "shift" kind: patch matrix from shifted runs, one product, then the epilogue
-    that also drops the product's padding columns."""
-    sg, w2 = plan.sg, plan.w2
-    N, C = x.shape[:2]
-    M, L, Wp = w2.shape[0], sg[-1], sg[-2]
-    K = w2.shape[1] // C
-    psize = sg[6] * Wp + (sg[1] - 1) * sg[3]
-    none = np.zeros((0, 1, 1), x.dtype)
-    post, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
-    for n in range(N):
-        cols = _SCRATCH.get((C * K, L), x.dtype)
-        xn = x[n]
-        threads.parallel_for(
-            lambda lo, hi, xn=xn, cols=cols: shift_cols(
-                xn, cols, sg, _PAD.get((1, psize), x.dtype)[0], lo, hi),
-            C, grain=max(1, threads.SPLIT_MIN_ELEMENTS // (K * L)))
-        buf = np.empty((M, L), x.dtype)
-        threads.matmul(w2, cols, buf)
-        res = none if res3 is None else res3[n].reshape(out.shape[1:])
-        threads.parallel_for(
-            lambda lo, hi, buf=buf, o=out[n], res=res: shift_epilogue(
-                buf, o, Wp, plan.b, act, params, res, post, pp, lo, hi),
-            M, grain=max(1, 16384 // L))
     return out
 
 
