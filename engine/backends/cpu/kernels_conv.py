@@ -15,7 +15,8 @@ import threading
 
 import numpy as np
 
-from engine.backends.cpu import threads
+from engine.backends.cpu import conv_shift, threads
+from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
     act_params,
@@ -76,7 +77,7 @@ class _Plan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg")
+                 "ntiles", "tiled", "bg", "wino", "sg")
 
 
 def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
@@ -122,6 +123,24 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
     plan.per = max(1, max(TILE_COLS, plan.Mg, 65536 // (plan.Cg * K)) // plan.ow)
     plan.ntiles = -(-plan.rows // plan.per)
     plan.tiled = plan.ntiles >= 2 * key[2]
+    plan.wino = None
+    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and tuple(g.kernel) == (3, 3)
+            and tuple(g.strides) == (1, 1) and tuple(g.dilations) == (1, 1)
+            and x.dtype == np.float32 and min(g.out_shape) >= 1):
+        m = winograd.choose(C, M, *g.out_shape)
+        if m:
+            wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
+            if wp.finite():  # else NaN/Inf weights would spread over whole tiles
+                plan.kind, plan.wino = "winograd", wp
+    if (plan.kind == "im2col" and not plan.tiled and g.rank == 2 and group == 1
+            and tuple(g.strides) == (1, 1) and conv_shift.wanted(M)):
+        # small stride-1 outputs with few output channels: patch rows as whole shifted runs
+        # (``conv_shift``); with more channels the product's extra columns cost more than
+        # the cheaper patch matrix saves
+        (pt, pl), (pb, pr) = g.pads_begin, g.pads_end
+        Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
+        plan.kind = "shift"
+        plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
     layer.__dict__["_cpu_conv_plan"] = plan
     return plan
 
@@ -186,6 +205,16 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
                 lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, a0, params,
                                                 lo, hi), M, grain=plan.grain)
         return _residual(out, out3, res3, fz)
+    if plan.kind == "shift":
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,
+                              _SCRATCH)
+    if plan.kind == "winograd":
+        res4 = None if res3 is None else res3.reshape(out.shape)
+        post_code, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        if winograd.run(plan.wino, x, out, plan.b, a0, params, res4, post_code, pp):
+            return out
+        # NaN or Inf in the input: the direct path below, which keeps them where they are
     K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
     if plan.kind == "pointwise" and group == 1:

@@ -29,6 +29,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     from engine.backends.cpu import kernels_gemm as kg
     from engine.backends.cpu import kernels_norm as kn
     from engine.backends.cpu import kernels_pool as kp
+    from engine.backends.cpu import kernels_winograd as kw
 
     rng = np.random.default_rng(0)
 
@@ -38,7 +39,10 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     x = r(1, 4, 6, 6)
     return [
         ("Conv (im2col + epilogue)", ("Conv", "Gemm"), lambda: kc.Conv(
+            _layer("Conv", strides=[2, 2], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
+        ("Conv (shifted rows)", ("Conv",), lambda: kc.Conv(
             _layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
+        ("Conv (Winograd)", ("Conv",), kw.warm_up),
         ("Conv (depthwise)", ("Conv",), lambda: kc.Conv(
             _layer("Conv", group=4, strides=[2, 2]), [x, r(8, 1, 3, 3)])),
         ("ConvTranspose", ("ConvTranspose",), lambda: kc.ConvTranspose(
