@@ -34,7 +34,8 @@ RESHAPES = [
     ((4, 3, 2, 5, 7), (4, 6, 35)), ((2, 2, 3, 3, 2, 2), (4, 9, 4)),
     # neither a split nor a merge, and rank 1
     ((6, 4), (4, 6)), ((5, 6, 7), (7, 6, 5)), ((35,), (5, 7)), ((5, 7), (35,)),
-    ((2, 12, 5), (2, 3, 4, 5)), ((2, 3, 4, 5), (6, 4, 5)), ((3, 8, 5), (6, 4, 5)),
+    ((2, 12, 5), (2, 3, 4, 5)), ((2, 32), (2, 4, 8)), ((3, 48, 2, 3), (3, 2, 24, 6)),
+    ((2, 96, 3, 5), (2, 4, 24, 3, 5)), ((2, 3, 4, 5), (6, 4, 5)), ((3, 8, 5), (6, 4, 5)),
     SHUFFLE,
 ]
 
@@ -42,7 +43,7 @@ RESHAPES = [
 def emulate(in_shape, out_shape, x):
     """The output texels reshape.wgsl writes for ``reshape_plan``'s map, in NumPy."""
     mode, ints, _ = reshape_plan(in_shape, out_shape)
-    (n_o, b_o, d_o, w_o), (n_i, b_i, d_i, w_i), (dx, dy) = ints
+    (n_o, b_o, d_o, w_o), (n_i, b_i, d_i, w_i), (dx, dy, step) = ints
     src = pack(x).reshape(-1, 4)
     height = len(pack(np.zeros(out_shape, np.float32)))
     t = np.arange(height * w_o)
@@ -65,7 +66,7 @@ def emulate(in_shape, out_shape, x):
             if mode == STRIDE:  # the shader's per-texel step, not a fresh decomposition
                 y, x_ = ti // w_i + c * dy, ti % w_i + c * dx
                 if (dx, dy) == (0, 0):
-                    y, x_ = (ti + c * n_o) // w_i, (ti + c * n_o) % w_i
+                    y, x_ = (ti + c * step) // w_i, (ti + c * step) % w_i
                 ci = comp
             else:
                 tc, ci = texel(f + c * n_o)
@@ -84,11 +85,14 @@ def test_plan_matches_numpy(rng, in_shape, out_shape):
 
 def test_plan_maps():
     assert reshape_plan(*SHUFFLE)[0] == STRIDE
-    assert reshape_plan(*SHUFFLE)[1][2] == (0, 56)  # 4 rows of 56 texels apart, no division
+    assert reshape_plan(*SHUFFLE)[1][2] == (0, 56, 3136)  # 56 rows apart, no division
+    # the split before it: 7 blocks of 56 * 56 texels apart
+    assert reshape_plan((1, 112, 56, 56), (1, 4, 28, 56, 56))[1][2] == (0, 392, 21952)
+    assert reshape_plan((2, 32), (2, 4, 8))[1][2] == (2, 0, 2)
     assert reshape_plan((2, 5, 1, 1), (2, 5))[0] == SAME
     assert reshape_plan((1, 64, 6, 6), (1, 2304))[0] == STRIDE
     assert reshape_plan((1, 64, 6, 6), (1, 2304))[2]["LANE_DIV"] == "true"
-    assert reshape_plan((1, 16, 3, 8), (1, 384))[1][2] == (1, 0)  # along one texture row
+    assert reshape_plan((1, 16, 3, 8), (1, 384))[1][2] == (1, 0, 1)  # along one texture row
     assert reshape_plan((1, 64, 7, 7), (1, 3136))[0] == ANY
 
 

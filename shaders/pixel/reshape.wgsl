@@ -6,12 +6,13 @@
 // Map ${LANES}:
 //   0 same: both tensors hold the same texels in the same order (only the texture width may
 //     differ): one aligned texel load.
-//   1 stride: the 4 components of an output texel are one component of 4 input texels, each
-//     the output's inner further on (shufflenet's channel shuffle); placed once per texel.
+//   1 stride: the 4 components of an output texel are one component of 4 input texels a fixed
+//     number of texels apart (shufflenet's channel shuffle); placed once per texel.
 //   2 any: every component is placed on its own (still 3 divisions, no index arrays).
 // i[0] = output (inner, texels along the blocked axis, blocked extent, texture width)
 // i[1] = the same of the input
-// i[2].xy = (x, y) step between the 4 input texels of a stride map (LANE_DIV: found by division)
+// i[2] = (x, y) step between the 4 input texels of a stride map (LANE_DIV: found by division
+//        from their row-major indices, i[2].z apart)
 
 const LANES: u32 = ${LANES}u;
 const LANE_DIV: bool = ${LANE_DIV};
@@ -73,9 +74,10 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         var c2 = c1 + vec2<u32>(U.i[2].xy);
         var c3 = c2 + vec2<u32>(U.i[2].xy);
         if (LANE_DIV) {
-            c1 = in_coord(l.x + o.x);
-            c2 = in_coord(l.x + 2u * o.x);
-            c3 = in_coord(l.x + 3u * o.x);
+            let step = u32(U.i[2].z);
+            c1 = in_coord(l.x + step);
+            c2 = in_coord(l.x + 2u * step);
+            c3 = in_coord(l.x + 3u * step);
         }
         // lanes past the end read component 0's texel instead of going out of bounds
         let v0 = ld2(c0);

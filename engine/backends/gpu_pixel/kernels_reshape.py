@@ -32,27 +32,41 @@ def _aligned(pre: int, d: int) -> bool:
     return pre == 1 or d % 4 == 0
 
 
+def _stride(n_in: int, d_in: int, n_out: int, p_out: int, d_out: int) -> int:
+    """Texels between the input texels of an output texel's 4 components when they are one
+    component of texels a fixed step apart, else 0. Component c is c * n_out elements on from
+    component 0, whose position is a multiple of 4 * n_out plus less than n_out when the
+    output's texels start at multiples of 4 along (pre, blocked extent)."""
+    if not _aligned(p_out, d_out):
+        return 0
+    if n_in % (4 * n_out) == 0:
+        # all 4 within one (pre, blocked index) of the input: n_out apart in its inner
+        return n_out
+    m = n_out // n_in
+    if n_out % n_in == 0 and m % 4 == 0 and d_in % (4 * m) == 0:
+        # m further along the input's blocked axis without leaving it: same component, m / 4
+        # blocks of n_in texels apart (a split of the blocked axis)
+        return m // 4 * n_in
+    return 0
+
+
 @lru_cache(maxsize=1024)
 def reshape_plan(in_shape: tuple[int, ...], out_shape: tuple[int, ...]):
     """(map, ints, shader constants) of reshape.wgsl for a Reshape in_shape -> out_shape."""
     p_in, d_in, n_in, b_in, w_in = texel_order(in_shape)
     p_out, d_out, n_out, b_out, w_out = texel_order(out_shape)
-    ints = [(n_out, b_out, d_out, w_out), (n_in, b_in, d_in, w_in), (0, 0)]
+    ints = [(n_out, b_out, d_out, w_out), (n_in, b_in, d_in, w_in), (0, 0, 0)]
+    mode, lane_div, step = ANY, False, _stride(n_in, d_in, n_out, p_out, d_out)
     if n_in == n_out and (d_in == d_out or (_aligned(p_in, d_in) and _aligned(p_out, d_out))):
-        mode, lane_div = SAME, False
-    elif n_in % (4 * n_out) == 0 and _aligned(p_out, d_out):
-        # the output's component c is c * n_out elements further on: with 4 * n_out dividing
-        # the input's inner and output texels starting at multiples of 4 * n_out, all 4 stay
-        # in one (pre, blocked index) of the input, one component of 4 texels n_out apart
+        mode = SAME
+    elif step:
         mode = STRIDE
-        if n_out % w_in == 0:  # whole texture rows apart
-            ints[2], lane_div = (0, n_out // w_in), False
-        elif w_in % (4 * n_out) == 0:  # along one texture row
-            ints[2], lane_div = (n_out, 0), False
+        if step % w_in == 0:  # whole texture rows apart
+            ints[2] = (0, step // w_in, step)
+        elif n_in == 1 or (step == n_out and w_in % (4 * n_out) == 0):  # along one row
+            ints[2] = (step, 0, step)
         else:
-            lane_div = True
-    else:
-        mode, lane_div = ANY, False
+            ints[2], lane_div = (0, 0, step), True
     return mode, ints, {"LANES": mode, "LANE_DIV": str(lane_div).lower()}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.gpu_pixel.kernels_permute import affine_terms, linear_copy, reshape_terms
-from engine.backends.gpu_pixel.kernels_reshape import SAME, reshape_copy, reshape_plan
+from engine.backends.gpu_pixel.kernels_reshape import ANY, reshape_copy, reshape_plan
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
 RANK = 6
@@ -20,11 +20,11 @@ PAD_MODES = {"constant": 2, "reflect": 3, "edge": 4, "wrap": 1}
 def flat_copy(be, x, out_shape):
     """Same elements in row-major order, new shape."""
     in_shape, out_shape = tuple(x.shape), tuple(out_shape)
-    if reshape_plan(in_shape, out_shape)[0] != SAME:
+    if reshape_plan(in_shape, out_shape)[0] == ANY:
         terms = reshape_terms(in_shape, out_shape)
         if terms is not None:  # only splits axes: a linear texel shuffle
             return linear_copy(be, x, out_shape, terms)
-    # the same texels (one load each), or merged axes: found per texel from the position
+    # the same texels, texels a fixed step apart, or merged axes: found per output texel
     return reshape_copy(be, x, out_shape)
 
 
