@@ -171,3 +171,12 @@ def test_channel_shuffle(rng, c, groups, hw):
     want = x.reshape(2, groups, c // groups, hw, hw).transpose(0, 2, 1, 3, 4).reshape(x.shape)
     got = gpu_pixel(nodes, x, inits)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.usefixtures("require_gpu")
+def test_resize_by_one_copies(rng):
+    # nothing resized: Resize copies its input with reshape.wgsl's same-texel map
+    x = special(rng, (2, 5, 3, 7))
+    node = helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="nearest")
+    got = gpu_pixel([node], x, [("sc", np.ones(4, np.float32))])
+    np.testing.assert_array_equal(got.view(np.uint32), x.view(np.uint32))
