@@ -1,9 +1,8 @@
-// Data movement, one gathered element per component. Map ${MAP}:
-//   flat:   the output element's row-major position, decomposed over the input's dims
-//           (Reshape, Flatten, Squeeze, Unsqueeze).
+// Data movement, one gathered element per component (Reshapes are reshape.wgsl's). Map ${MAP}:
 //   affine: input index k = start[k] + step[k] * out[src[k]] (src < 0: start only), then per
 //           axis: 0 as is, 1 wrap (modulo: Tile, Expand), 2 constant f[0].x outside,
-//           3 reflect, 4 edge (Transpose, Slice, Split, Pad, Expand, Tile).
+//           3 reflect, 4 edge (Transpose, Slice, Split, Pad, Expand, Tile where some axis
+//           wraps, pads or reflects; the rest are permute.wgsl's linear shuffles).
 // i[0..1] = src, i[2..3] = start, i[4..5] = step, i[6..7] = per-axis mode (6 values each).
 
 @group(0) @binding(1) var X: texture_2d<f32>;
@@ -13,21 +12,6 @@ fn six(a: vec4<i32>, b: vec4<i32>, k: u32) -> i32 {
         return a[k];
     }
     return b[k - 4u];
-}
-
-fn map_flat(e: array<u32, 6>) -> array<i32, 6> {
-    let od = dims6(U.o);
-    var flat = 0u;
-    for (var k = 0; k < 6; k++) {
-        flat = flat * od[k] + e[k];
-    }
-    let id = dims6(U.t[0]);
-    var r: array<i32, 6>;
-    for (var k = 5; k >= 0; k--) {
-        r[k] = i32(flat % id[k]);
-        flat = flat / id[k];
-    }
-    return r;
 }
 
 fn map_affine(e: array<u32, 6>) -> array<i32, 6> {

@@ -1,8 +1,8 @@
 """Data-movement kernels: reshapes, Transpose, Slice, Split, Pad, Expand, Tile, Concat.
 
 Shapes live in textures, so even a Reshape moves data (the layout depends on the shape):
-shaders/pixel/copy.wgsl gathers one element per component, concat.wgsl copies whole texels
-where it can.
+reshape.wgsl and permute.wgsl shuffle texels, shaders/pixel/copy.wgsl gathers one element
+per component (padding modes), concat.wgsl copies whole texels where it can.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.gpu_pixel.kernels_permute import affine_terms, linear_copy, reshape_terms
+from engine.backends.gpu_pixel.kernels_reshape import ANY, reshape_copy, reshape_plan
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
 RANK = 6
@@ -18,10 +19,13 @@ PAD_MODES = {"constant": 2, "reflect": 3, "edge": 4, "wrap": 1}
 
 def flat_copy(be, x, out_shape):
     """Same elements in row-major order, new shape."""
-    terms = reshape_terms(tuple(x.shape), tuple(out_shape))
-    if terms is not None:  # only splits axes: a linear texel shuffle
-        return linear_copy(be, x, out_shape, terms)
-    return be.run("copy", out_shape, [x], MAP="flat")
+    in_shape, out_shape = tuple(x.shape), tuple(out_shape)
+    if reshape_plan(in_shape, out_shape)[0] == ANY:
+        terms = reshape_terms(in_shape, out_shape)
+        if terms is not None:  # only splits axes: a linear texel shuffle
+            return linear_copy(be, x, out_shape, terms)
+    # the same texels, texels a fixed step apart, or merged axes: found per output texel
+    return reshape_copy(be, x, out_shape)
 
 
 def affine_copy(be, x, out_shape, src, start, step, mode, const=0.0):
