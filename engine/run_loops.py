@@ -94,15 +94,17 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
         yield layer
         yield from absorbed
     cpu.flush()
+    # the profile first (its records are built when read), so a caller that has the outputs
+    # reads this run's profile, not the previous one's
+    total_ms = (clock() - t_run) * 1e3
+    kind = cpu.type.value
+    worker._finish_profile(lambda: _cpu_timings(worker, steps, marks, t_run, kind), total_ms)
     for name, fut in futures.items():
         if name not in values:
             fut.set_exception(EngineError(f"tensor {name!r} was not computed"))
         else:
             value = values[name]
             fut.set_result(Stored(cpu, value, meta_of(value)))
-    total_ms = (clock() - t_run) * 1e3
-    worker._finish_profile(_cpu_timings(worker, steps, marks, t_run, cpu.type.value),
-                           total_ms)
 
 
 #: CPU values up to this many elements take part in a support check's cache key (shapes,

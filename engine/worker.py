@@ -78,6 +78,8 @@ class Worker:
         self._cpu_plan: dict[bool, list[tuple]] | None = None
         self._last_profile: Profile | None = None
         self._pending_profile: Future | None = None
+        #: (build the per-layer timings, total ms) of a CPU run, built when first read
+        self._lazy_profile: tuple | None = None
         self._outputs: dict[str, Tensor] = {}
         self._live: weakref.WeakSet[Tensor] = weakref.WeakSet()
         if self._backend is not self._cpu:
@@ -325,7 +327,16 @@ class Worker:
         return steps()
 
     def _finish_profile(self, timings, total_ms: float) -> None:
+        """Publish a run's profile; ``timings`` is the list of LayerTiming or a function that
+        makes it (a run with no device times then builds its records only when they are read:
+        a small model's runs back to back do not pay for records nobody looks at)."""
         device = self._backend.collect_timings()
+        if callable(timings):
+            if device is None:
+                self._lazy_profile, self._pending_profile = (timings, total_ms), None
+                return
+            timings = timings()
+        self._lazy_profile = None
         profile = Profile(self.backend_type.value, timings, total_ms)
         if not isinstance(device, Future):
             apply_device_times(profile, device)
@@ -350,6 +361,12 @@ class Worker:
     def last_profile(self) -> Profile | None:
         """Per-layer timings of the last completed run (waits for device timestamps of a run
         that has been recorded but whose GPU work is still in flight)."""
+        lazy = self._lazy_profile
+        if lazy is not None:
+            profile = Profile(self.backend_type.value, lazy[0](), lazy[1])
+            if self._lazy_profile is lazy:  # (not replaced by a newer run meanwhile)
+                self._last_profile, self._lazy_profile = profile, None
+            return profile
         pending = self._pending_profile
         if pending is not None:
             try:

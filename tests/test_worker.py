@@ -194,6 +194,22 @@ def test_last_profile(chain, rng):
     assert set(prof.by_op_type()) == {layer.op_type for layer in m.layers}
 
 
+def test_last_profile_is_the_run_whose_outputs_were_read(chain, rng):
+    """The profile is published before the outputs, so reading it right after a run's
+    outputs gives that run's; its records are built once, when first read."""
+    m, _ = chain
+    with Worker(m) as w:
+        totals = []
+        for rows in (1, 64, 1, 64):
+            w.schedule(rng.standard_normal((rows, 1024)).astype(np.float32))
+            w.peek_output().download_to_array()
+            prof = w.last_profile
+            assert prof is w.last_profile
+            assert [t.name for t in prof.layers] == [layer.name for layer in m.layers]
+            totals.append(prof)
+        assert len({id(p) for p in totals}) == 4
+
+
 def test_peek_output_by_name_and_errors(chain, rng):
     m, _ = chain
     with Worker(m) as w:
