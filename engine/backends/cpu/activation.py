@@ -85,6 +85,31 @@ def _act(v, act, p0, p1):
     return v
 
 
+@njit(inline="always", nogil=True, cache=True)
+def store_row(src, dst, n, b, add, has_res, act, p0, p1, post, q0, q1):
+    """``dst[:n] = post(act(src + b) + add)``, or ``act(src + b)`` without a residual: the
+    row epilogue of the direct convolutions, common forms as plain loops (they vectorise)."""
+    zero = p0 - p0
+    if has_res:
+        if act == ACT_NONE and post == ACT_RELU:
+            for q in range(n):
+                v = src[q] + b + add[q]
+                dst[q] = zero if v <= zero else v  # NaN fails the test and stays
+        else:
+            for q in range(n):
+                dst[q] = _act(_act(src[q] + b, act, p0, p1) + add[q], post, q0, q1)
+    elif act == ACT_RELU:
+        for q in range(n):
+            v = src[q] + b
+            dst[q] = zero if v <= zero else v
+    elif act == ACT_NONE:
+        for q in range(n):
+            dst[q] = src[q] + b
+    else:
+        for q in range(n):
+            dst[q] = _act(src[q] + b, act, p0, p1)
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
 def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
     """In place on block ``r0:r1, c0:c1`` of a 2-D ``y``: ``y[r] = act(y[r] + bias[r])``; an

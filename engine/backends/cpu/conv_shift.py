@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, _act
+from engine.backends.cpu.activation import store_row
 from engine.backends.cpu.conv_numba import FAST_FINITE_FREE
 
 #: use the "shift" kind (False: im2col; tests and benchmarks)
@@ -109,24 +109,6 @@ def shift_epilogue(buf, out, Wp, bias, act, params, res, post, pparams, m0, m1):
     for m in range(m0, m1):
         b = bias[m] if bias.shape[0] > 0 else zero
         for y in range(oh):
-            src = buf[m, y * Wp:]
-            dst = out[m, y]
-            if has_res:
-                add = res[m, y]
-                if act == ACT_NONE and post == ACT_RELU:
-                    for q in range(ow):
-                        v = src[q] + b + add[q]
-                        dst[q] = zero if v <= zero else v  # NaN fails the test and stays
-                else:
-                    for q in range(ow):
-                        dst[q] = _act(_act(src[q] + b, act, p0, p1) + add[q], post, q0, q1)
-            elif act == ACT_RELU:
-                for q in range(ow):
-                    v = src[q] + b
-                    dst[q] = zero if v <= zero else v
-            elif act == ACT_NONE:
-                for q in range(ow):
-                    dst[q] = src[q] + b
-            else:
-                for q in range(ow):
-                    dst[q] = _act(src[q] + b, act, p0, p1)
+            add = res[m, y] if has_res else out[m, y]
+            store_row(buf[m, y * Wp:], out[m, y], ow, b, add, has_res, act, p0, p1, post,
+                      q0, q1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, _act
+from engine.backends.cpu.activation import store_row
 from engine.backends.cpu.conv_numba import FAST_FINITE_FREE
 
 _OPTS = dict(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
@@ -174,27 +174,9 @@ def _output(m, Y, out, i0, i1, tw, m0, bias, act, params, res, post, pparams, S,
                     for j in range(tw):
                         obuf[2 * j] = r0[j]
                         obuf[2 * j + 1] = r1[j]
-                src = obuf
-                dst = out[mo, i * m + oy]
-                if has_res:
-                    add = res[mo, i * m + oy]
-                    if act == ACT_NONE and post == ACT_RELU:
-                        for q in range(ow):
-                            v = src[q] + b + add[q]
-                            dst[q] = zero if v <= zero else v  # NaN fails the test and stays
-                    else:
-                        for q in range(ow):
-                            dst[q] = _act(_act(src[q] + b, act, p0, p1) + add[q], post, q0, q1)
-                elif act == ACT_RELU:
-                    for q in range(ow):
-                        v = src[q] + b
-                        dst[q] = zero if v <= zero else v
-                elif act == ACT_NONE:
-                    for q in range(ow):
-                        dst[q] = src[q] + b
-                else:
-                    for q in range(ow):
-                        dst[q] = _act(src[q] + b, act, p0, p1)
+                row = i * m + oy
+                add = res[mo, row] if has_res else out[mo, row]
+                store_row(obuf, out[mo, row], ow, b, add, has_res, act, p0, p1, post, q0, q1)
 
 
 @njit(**_OPTS)
