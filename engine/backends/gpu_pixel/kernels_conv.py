@@ -141,8 +141,12 @@ def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
     w = metas[1] if len(metas) > 1 else None
     if w is None or w.value is None or len(w.shape) < 3:
         return None
-    # grouped weights not aligned to 4 channels span one block more
-    width = ((w.shape[1] + 3) // 4 + 1) * int(np.prod(w.shape[2:]))
+    cg, group = w.shape[1], int(layer.attr("group", 1) or 1)
+    mg = w.shape[0] // group
+    blocks = (cg + 3) // 4
+    if group > 1 and not (cg % 4 == 0 and mg % 4 == 0) and not (cg == 1 and mg == 1):
+        blocks = grouped_blocks(cg * group, cg)  # the grouped variant's re-laid matrix
+    width = blocks * int(np.prod(w.shape[2:]))
     if w.shape[0] > max_dim or width > max_dim:
         return f"Conv weights {list(w.shape)} need a {width}x{w.shape[0]} texture, " \
                f"over the {max_dim} texel limit"
