@@ -127,6 +127,10 @@ class Tensor:
         def queue_start(stored_future: Future) -> None:
             stored = None if stored_future.exception() else stored_future.result()
             on_host = stored is not None and getattr(stored.backend, "host_memory", False)
+            if on_host:
+                # CPU data is complete once stored: no job to queue (and no thread to wake)
+                start(stored_future)
+                return
             try:
                 executor.submit(start, stored_future, stealable=on_host)
             except RuntimeError as exc:  # the interpreter is shutting down

@@ -41,6 +41,14 @@ def test_jobs_keep_their_order_and_the_busy_engine_is_not_overtaken():
     assert first.done() and order == ["first", "second"]
 
 
+def test_a_stealable_job_nobody_waits_for_runs_on_the_engine_after_the_grace():
+    engine_id = executor.call(threading.get_ident)
+    # an asynchronous caller (the workbench polls) never helps: the engine thread, which
+    # leaves such a job to its submitter for STEAL_GRACE_S, must then run it itself
+    futs = [executor.submit(threading.get_ident, stealable=True) for _ in range(3)]
+    assert [f.result(timeout=10) for f in futs] == [engine_id] * 3
+
+
 def test_a_thread_bound_job_at_the_head_is_never_taken():
     engine_id = executor.call(threading.get_ident)
     gate = threading.Event()
