@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends.base import Backend, BackendType
+from engine.errors import EngineError
 from engine.model import Layer, Model
 from engine.ops import cpu_input_indices, op_for
 from engine.ops.base import Meta
@@ -195,3 +196,42 @@ def _infer(layer: Layer, ins: list[Meta | None], evaluate: bool) -> list[Meta | 
     except Exception as exc:  # noqa: BLE001 - shapes that depend on values: known at run time
         log.debug("planning: shape logic of %s failed: %s", layer.name, exc)
         return None
+
+
+def check_overrides(model: Model, backend: Backend, backend_type: BackendType,
+                    overrides: dict) -> dict[str, BackendType]:
+    """The user's placement overrides, checked: each names a layer and a backend that can run
+    it (the CPU, or the worker's own GPU backend where it has a kernel)."""
+    layers = {layer.name: layer for layer in model.layers}
+    out = {}
+    for name, wanted in overrides.items():
+        layer = layers.get(name)
+        if layer is None:
+            raise EngineError(f"placement override names no layer: {name!r}")
+        wanted = BackendType.parse(wanted)
+        if wanted is BackendType.CPU:
+            out[name] = wanted
+            continue
+        if wanted is not backend_type:
+            raise EngineError(f"layer {name!r} cannot be placed on {wanted.name}: this "
+                              f"worker runs {backend_type.name} (and the CPU)")
+        if any(o in model.cpu_forced for o in layer.outputs):
+            raise EngineError(f"layer {name!r} cannot run on {wanted.name}: its output is "
+                              "needed on the CPU to plan other layers (CPU-forced)")
+        if backend.kernels.lookup(layer) is None:
+            raise EngineError(f"layer {name!r} cannot run on {wanted.name}: it has no "
+                              f"{layer.op_type} kernel")
+        out[name] = wanted
+    return out
+
+
+def liveness(model: Model) -> dict[str, int]:
+    """{tensor: index of the last layer reading it}; graph outputs live past the last layer."""
+    last: dict[str, int] = {}
+    for i, layer in enumerate(model.layers):
+        for n in layer.all_inputs():
+            if n:
+                last[n] = i
+    for o in model.outputs:
+        last[o.name] = len(model.layers)
+    return last

@@ -24,18 +24,24 @@ from engine.analysis import MemoryTimeline, layer_costs, memory_timeline
 from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
-from engine.backends.cpu.registry import KERNELS
-from engine.backends.cpu.step_fusion import fuse_steps
 from engine.errors import EngineError
 from engine.input_check import check_inputs
 from engine.model import Layer, Model
 from engine.ops.base import Meta
 from engine.ops.costs import LayerCost
-from engine.plan import Placement, Plan, Signature, build_plan, signature_of
+from engine.plan import (
+    Placement,
+    Plan,
+    Signature,
+    build_plan,
+    check_overrides,
+    liveness,
+    signature_of,
+)
 from engine.profile import Profile
 from engine.run_loops import Slot, meta_of, run_on_cpu, run_placed
 from engine.tensor import Tensor, free_released
-from engine.worker_steps import Steps, apply_device_times
+from engine.worker_steps import RunProfiles, Steps, build_cpu_steps
 
 ProgressCallback = Callable[[str, float], None]
 Capture = None | str | Iterable[str]
@@ -64,22 +70,20 @@ class Worker:
         else:
             self._backend = executor.call(
                 functools.partial(create_backend, self.backend_type, **backend_options))
-        self.placement_overrides = self._check_overrides(placement_overrides or {})
+        self.placement_overrides = check_overrides(model, self._backend, self.backend_type,
+                                                   placement_overrides or {})
         self._plans: dict[Signature | None, Plan] = {}
         self._plan = self._plans[None] = build_plan(
             model, self._backend, self.backend_type, None, self.placement_overrides)
         self._pending_plan: Future | None = None
         self._last_signature: Signature | None = None
-        self._last_use = self._liveness()
+        self._last_use = liveness(model)
         self._constants = {n: v for n, v in model.constants.items()}
         self._const_slots = {n: Slot(meta_of(v), cpu=v) for n, v in model.constants.items()}
         #: id -> value of the model's constant arrays (fixed for the worker's life)
         self._const_values = {id(s.cpu): s.cpu for s in self._const_slots.values()}
         self._cpu_plan: dict[bool, list[tuple]] | None = None
-        self._last_profile: Profile | None = None
-        self._pending_profile: Future | None = None
-        #: (build the per-layer timings, total ms) of a CPU run, built when first read
-        self._lazy_profile: tuple | None = None
+        self._profiles = RunProfiles(self.backend_type.value)
         self._outputs: dict[str, Tensor] = {}
         self._live: weakref.WeakSet[Tensor] = weakref.WeakSet()
         if self._backend is not self._cpu:
@@ -153,60 +157,11 @@ class Worker:
         last scheduled shapes, with the peak and the tensors alive at it."""
         return memory_timeline(self.model, self._analysis_plan(), self._last_use)
 
-    def _check_overrides(self, overrides: dict) -> dict[str, BackendType]:
-        layers = {layer.name: layer for layer in self.model.layers}
-        out = {}
-        for name, wanted in overrides.items():
-            layer = layers.get(name)
-            if layer is None:
-                raise EngineError(f"placement override names no layer: {name!r}")
-            wanted = BackendType.parse(wanted)
-            if wanted is BackendType.CPU:
-                out[name] = wanted
-                continue
-            if wanted is not self.backend_type:
-                raise EngineError(f"layer {name!r} cannot be placed on {wanted.name}: this "
-                                  f"worker runs {self.backend_type.name} (and the CPU)")
-            if any(o in self.model.cpu_forced for o in layer.outputs):
-                raise EngineError(f"layer {name!r} cannot run on {wanted.name}: its output is "
-                                  "needed on the CPU to plan other layers (CPU-forced)")
-            if self._backend.kernels.lookup(layer) is None:
-                raise EngineError(f"layer {name!r} cannot run on {wanted.name}: it has no "
-                                  f"{layer.op_type} kernel")
-            out[name] = wanted
-        return out
-
-    def _liveness(self) -> dict[str, int]:
-        last: dict[str, int] = {}
-        for i, layer in enumerate(self.model.layers):
-            for n in layer.all_inputs():
-                if n:
-                    last[n] = i
-        for o in self.model.outputs:
-            last[o.name] = len(self.model.layers)
-        return last
-
     def _cpu_steps(self, fused: bool = True) -> list[tuple]:
-        """Per step: (layer, kernel fn or None, input names, output name when the layer has
-        exactly one output else None, (index, name) of its named outputs, names whose last
-        use it is, layers it absorbed, the steps it replaces or None): what the CPU run loop
-        needs, derived once. ``fused`` plans include the CPU's own fusions (``step_fusion``);
-        runs that capture intermediates use the unfused plan."""
+        """The CPU run loop's steps (``build_cpu_steps``), derived once. ``fused`` plans
+        include the CPU's own fusions; runs that capture intermediates use the unfused plan."""
         if self._cpu_plan is None:
-            dead: list[list[str]] = [[] for _ in self.model.layers]
-            for n, i in self._last_use.items():
-                if i < len(dead) and n not in self._constants:
-                    dead[i].append(n)
-            steps = []
-            for layer, gone in zip(self.model.layers, dead):
-                kernel = KERNELS.lookup(layer)
-                single = layer.outputs[0] if len(layer.outputs) == 1 and layer.outputs[0] \
-                    else None
-                steps.append((layer, None if kernel is None else kernel.fn,
-                              tuple(layer.all_inputs()), single,
-                              [(i, n) for i, n in enumerate(layer.outputs) if n], tuple(gone)))
-            self._cpu_plan = {False: [st + ((), None) for st in steps],
-                              True: fuse_steps(steps, self._constants)}
+            self._cpu_plan = build_cpu_steps(self.model, self._last_use, self._constants)
         return self._cpu_plan[fused]
 
     # -- scheduling -----------------------------------------------------------------------
@@ -327,53 +282,14 @@ class Worker:
         return steps()
 
     def _finish_profile(self, timings, total_ms: float) -> None:
-        """Publish a run's profile; ``timings`` is the list of LayerTiming or a function that
-        makes it (a run with no device times then builds its records only when they are read:
-        a small model's runs back to back do not pay for records nobody looks at)."""
-        device = self._backend.collect_timings()
-        if callable(timings):
-            if device is None:
-                self._lazy_profile, self._pending_profile = (timings, total_ms), None
-                return
-            timings = timings()
-        self._lazy_profile = None
-        profile = Profile(self.backend_type.value, timings, total_ms)
-        if not isinstance(device, Future):
-            apply_device_times(profile, device)
-            self._last_profile = profile
-            return
-        # device times resolve once the GPU has finished: the profile is published then,
-        # and its total becomes the latency until the device was done
-        t_start = time.perf_counter() - total_ms * 1e-3
-        published: Future = Future()
-
-        def publish(fut: Future) -> None:
-            profile.total_ms = max(profile.total_ms, (time.perf_counter() - t_start) * 1e3)
-            if fut.exception() is None:
-                apply_device_times(profile, fut.result())
-            self._last_profile = profile
-            published.set_result(None)
-
-        self._pending_profile = published
-        device.add_done_callback(publish)
+        """Publish a run's profile (see ``RunProfiles.publish``)."""
+        self._profiles.publish(timings, total_ms, self._backend.collect_timings())
 
     @property
     def last_profile(self) -> Profile | None:
         """Per-layer timings of the last completed run (waits for device timestamps of a run
         that has been recorded but whose GPU work is still in flight)."""
-        lazy = self._lazy_profile
-        if lazy is not None:
-            profile = Profile(self.backend_type.value, lazy[0](), lazy[1])
-            if self._lazy_profile is lazy:  # (not replaced by a newer run meanwhile)
-                self._last_profile, self._lazy_profile = profile, None
-            return profile
-        pending = self._pending_profile
-        if pending is not None:
-            try:
-                pending.result(timeout=60)
-            except Exception:  # noqa: BLE001 - the profile keeps its CPU-clock times
-                pass
-        return self._last_profile
+        return self._profiles.latest()
 
     @property
     def peak_memory_bytes(self) -> int | None:
