@@ -176,6 +176,8 @@ def format_table(rows: list[dict]) -> str:
     header = ["model", "backend", "median ms", "min ms", "runs", "GFLOP/s", "peak MB"]
     header += ["vs ort"] if ort else []
     header += ["host us/layer", "gpu ms", "ms/gpu"] if host else []
+    ceiling = any("ceiling_pct" in r for r in rows)
+    header += ["% ceiling"] if ceiling else []
     cells = []
     ratios: dict[str, list[float]] = {}
     for r in rows:
@@ -194,6 +196,8 @@ def format_table(rows: list[dict]) -> str:
                          f"{r['median_ms'] / gpu:.1f}x" if gpu else "-"]
             else:
                 line += ["", "", ""]
+        if ceiling:
+            line.append(f"{r['ceiling_pct']:.0f}%" if "ceiling_pct" in r else "")
         cells.append(line)
     lines = [table(header, cells, right=set(range(2, len(header))))]
     for backend, rs in ratios.items():
@@ -201,6 +205,14 @@ def format_table(rows: list[dict]) -> str:
         lines.append(f"geometric mean of median ratios, {backend} / onnxruntime: {geo:.2f}x "
                      f"over {len(rs)} model(s)")
     return "\n".join(lines)
+
+
+def _ceiling() -> float:
+    """The GPU_COMPUTE adapter's matmul ceiling, GFLOP/s (``microbench.matmul_ceiling``)."""
+    from engine import executor
+    from engine.backends.gpu_compute.microbench import matmul_ceiling
+
+    return executor.call(matmul_ceiling)
 
 
 def run_bench(args) -> int:
@@ -212,6 +224,8 @@ def run_bench(args) -> int:
     _set_cpu_threads(threads)
     compare = args.compare == "onnxruntime"
     rows: list[dict] = []
+    ceiling = BackendType.GPU_COMPUTE in backends and getattr(args, "ceiling", False)
+    ceilings = [_ceiling()] if ceiling else []
     for name, path, feeds in _model_paths(args):
         model_rows = bench_model(name, path, backends, max(1, args.repeat), threads, compare,
                                  feeds=feeds, host=getattr(args, "host", False))
@@ -219,6 +233,14 @@ def run_bench(args) -> int:
             print(f"  {r['model']:<16} {r['backend']:<12} median {r['median_ms']:.2f} ms",
                   flush=True)
         rows += model_rows
+    if ceiling:
+        ceilings.append(_ceiling())
+        best = max(ceilings)
+        print(f"matmul ceiling of the adapter: {best:.2f} GFLOP/s (best of "
+              f"{', '.join(f'{c:.2f}' for c in ceilings)}: before the first model, after the last)")
+        for r in rows:
+            if r["backend"] == BackendType.GPU_COMPUTE.value and r.get("gflops"):
+                r["ceiling_pct"] = 100.0 * r["gflops"] / best
     print(f"threads: {threads}")
     print(format_table(rows))
     if args.json:

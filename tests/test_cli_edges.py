@@ -192,3 +192,17 @@ def test_ctrl_c_exits_130_with_one_line(tmp_path):
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 1, err
+
+
+def test_bench_ceiling_column_is_a_share_of_the_measured_matmul_ceiling(tmp_path, require_gpu):
+    path = _save(tmp_path, [helper.make_node("MatMul", ["a", "b"], ["y"])],
+                 [("a", TensorProto.FLOAT, [96, 64]), ("b", TensorProto.FLOAT, [64, 80])],
+                 [("y", TensorProto.FLOAT, [96, 80])])
+    proc = _cli("bench", path, "--backend", "gpu-compute", "--repeat", "2", "--ceiling")
+    _no_traceback(proc)
+    out = proc.stdout
+    ceiling = float(out.split("matmul ceiling of the adapter: ")[1].split()[0])
+    row = [ln for ln in out.splitlines() if ln.split()[1:2] == ["gpu-compute"]][-1]  # table
+    gflops = float(row.split()[5])  # model, backend, median, min, runs, GFLOP/s, ...
+    pct = float(row.split()[-1].rstrip("%"))
+    assert ceiling > 0 and abs(pct - 100 * gflops / ceiling) <= 1.0 + 0.01 * pct, out

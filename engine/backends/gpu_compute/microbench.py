@@ -67,6 +67,18 @@ def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
     return out
 
 
+def matmul_ceiling(n: int = 512, repeat: int = 3) -> float:
+    """The adapter's matmul ceiling in GFLOP/s: the best of the simple register-blocked
+    reference and the engine's own matmul at ``n``³, by GPU timestamps (run it on the engine
+    thread, which owns the wgpu objects)."""
+    backend = GpuComputeBackend()
+    try:
+        results = bench_matmul(backend, n, repeat)
+    finally:
+        backend.close()
+    return max(results["reference register-blocked"], results["MatMul (engine, blocked)"])
+
+
 def bench_conv(backend, repeat: int) -> dict[str, float]:
     """ResNet-like 3x3 and 1x1 convolutions through the engine's Conv kernel."""
     rng = np.random.default_rng(1)
