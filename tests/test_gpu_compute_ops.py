@@ -76,6 +76,49 @@ def test_binary_broadcasting(shape, data):
         assert_close(*run_both(*one_node(op, [b, a] if data.draw(st.booleans()) else [a, b])))
 
 
+#: broadcasts as models write them: a bias along the last axis, a scalar, per-channel
+#: constants, both operands broadcast, a row broadcast whose inner dim is not a multiple of
+#: 4, and a pattern that does not collapse to three dims (the general shader)
+PATTERNS = [((2, 16, 32), (32,)), ((8, 12), ()), ((2, 8, 4, 4), (8, 1, 1)),
+            ((4, 1, 8), (1, 5, 8)), ((3, 1, 4), (1, 6, 1)), ((5, 7), (5, 1)),
+            ((2, 1, 3, 1, 4), (1, 3, 1, 2, 1)), ((1, 4, 128, 128), (1, 1, 1, 128))]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Pow", "Equal"])
+@pytest.mark.parametrize("sa,sb", PATTERNS)
+def test_collapsed_broadcasts(op, sa, sb, rng):
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    if op == "Pow":
+        a = np.abs(a) + 0.5
+    if op == "Div":
+        b = np.where(np.abs(b) < 0.1, 0.5, b).astype(np.float32)
+    if op == "Equal":  # some equal pairs, so both results occur
+        a = np.round(a)
+        b = np.round(b)
+    assert_close(*run_both(*one_node(op, [a, b])))
+    assert_close(*run_both(*one_node(op, [b, a])))
+    ia = rng.integers(-50, 50, sa).astype(np.int32)
+    ib = rng.integers(1, 9, sb).astype(np.int32)
+    if op in ("Add", "Mul", "Sub"):
+        assert_close(*run_both(*one_node(op, [ia, ib])))
+
+
+def test_collapse_broadcast_merges_dims_that_step_alike():
+    from engine.backends.gpu_compute.util import broadcast_strides, collapse_broadcast
+
+    out = (2, 16, 32)
+    sizes, strides = collapse_broadcast(out, broadcast_strides(out, out),
+                                        broadcast_strides((32,), out))
+    assert sizes == [32, 32] and strides == [[32, 1], [0, 1]]
+    out = (2, 8, 4, 4)
+    sizes, strides = collapse_broadcast(out, broadcast_strides(out, out),
+                                        broadcast_strides((8, 1, 1), out))
+    assert sizes == [2, 8, 16] and strides == [[128, 16, 1], [0, 1, 0]]
+    sizes, strides = collapse_broadcast((1, 1), [0, 0], [0, 0])
+    assert sizes == [1] and strides == [[0], [0]]
+
+
 @pytest.mark.parametrize("op,dtype", [("Add", np.int32), ("Mul", np.int32), ("Sub", np.int32),
                                       ("Max", np.int32), ("Div", np.int32),
                                       ("BitwiseAnd", np.int32), ("BitwiseXor", np.uint32)])

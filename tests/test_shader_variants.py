@@ -27,7 +27,8 @@ def _t(dtype) -> str:
 
 
 def binary_programs() -> list[Program]:
-    """binary.wgsl / binary_vec4.wgsl for every (op, element type) the kernels register."""
+    """The binary shaders (general, collapsed-broadcast, vec4 forms) for every (op, element
+    type) the kernels register."""
     pairs = {(op, _t(dt), _t(dt)) for op, dtypes in kb.BINARY.items() for dt in dtypes}
     for op in kb.COMPARE:
         dtypes = kb.NUMERIC + kb.I64 + (kb.BOOL if op == "Equal" else ())
@@ -38,7 +39,11 @@ def binary_programs() -> list[Program]:
     pairs |= {("Fmod", t, t) for t in ("f32", "i32", "u32")}
     pairs |= {("Mod", t, t) for t in ("i32", "u32")}
     pairs |= {("BitShiftLeft", "u32", "u32"), ("BitShiftRight", "u32", "u32")}
-    programs = [Program.of("binary.wgsl", T=t, U=u, OP=op) for op, t, u in sorted(pairs)]
+    programs = [Program.of(f, T=t, U=u, OP=op) for op, t, u in sorted(pairs)
+                for f in ("binary.wgsl", "binary_bcast.wgsl")]
+    programs += [Program.of("binary_bcast_vec4.wgsl", OP=op, A_LOAD=la, B_LOAD=lb)
+                 for op in sorted(kb.VEC4_OPS) for la in ("vec", "splat")
+                 for lb in ("vec", "splat")]
     return programs + [Program.of("binary_vec4.wgsl", OP=op) for op in sorted(kb.VEC4_OPS)]
 
 

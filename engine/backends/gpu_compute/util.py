@@ -26,6 +26,29 @@ def broadcast_strides(shape, out_shape) -> list[int]:
     return [0 if s == 1 and o != 1 else st for s, o, st in zip(shape, out_shape, strides)]
 
 
+def collapse_broadcast(shape, *strides) -> tuple[list[int], list[list[int]]]:
+    """``shape`` with its size-1 dims dropped and adjacent dims merged where every operand
+    (``strides``, from ``broadcast_strides``) steps over both as over one dim (contiguously,
+    or not at all): (sizes, per-operand strides), outermost first, at least one dim."""
+    sizes: list[int] = []
+    steps: list[list[int]] = [[] for _ in strides]
+    for d, size in enumerate(shape):
+        size = int(size)
+        if size == 1:
+            continue
+        if sizes and all(st[-1] == s[d] * size for st, s in zip(steps, strides)):
+            sizes[-1] *= size
+            for st, s in zip(steps, strides):
+                st[-1] = s[d]
+            continue
+        sizes.append(size)
+        for st, s in zip(steps, strides):
+            st.append(int(s[d]))
+    if not sizes:
+        return [1], [[0] for _ in strides]
+    return sizes, steps
+
+
 def arr8(values) -> list[int]:
     """A per-dimension list padded to MAX_RANK entries (the shader's two vec4<i32>)."""
     values = [int(v) for v in values]
