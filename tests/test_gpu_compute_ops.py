@@ -217,11 +217,18 @@ def test_conv(xs, ws, attrs, strategy, rng, monkeypatch):
                                   "output_padding": [1, 1]}),
     ((2, 6, 4, 3), (6, 2, 3, 2), {"group": 3, "strides": [2, 3]}),
     ((1, 3, 6), (3, 2, 4), {"strides": [2]}),
+    ((1, 6, 9, 7), (6, 5, 2, 2), {"strides": [2, 2]}),  # a decoder's 2x upsampling
+    ((2, 4, 5, 6), (4, 3, 3, 3), {"pads": [1, 0, 2, 1]}),  # stride 1, uneven pads
+    ((1, 3, 4, 5), (3, 2, 1, 2), {"strides": [3, 2], "output_padding": [2, 1]}),  # k < s
+    ((1, 4, 5, 5), (4, 2, 3, 3), {"dilations": [2, 1], "strides": [2, 2]}),  # the gather
 ])
 def test_conv_transpose(xs, ws, attrs, rng):
     x = rng.standard_normal(xs).astype(np.float32)
     w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[1] * attrs.get("group", 1)).astype(np.float32)
     assert_close(*run_both(*one_node("ConvTranspose", [x, Const(w)], attrs)), 2e-4, 2e-5)
+    assert_close(*run_both(*one_node("ConvTranspose", [x, Const(w), Const(b)], attrs)),
+                 2e-4, 2e-5)
 
 
 POOL = [

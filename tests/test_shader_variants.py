@@ -108,8 +108,19 @@ def test_program_for_picks_every_load_form():
     assert picked == set(km.B_LOADS)
 
 
+def conv_transpose_programs() -> list[Program]:
+    """The phase-enumerating ConvTranspose for kernels smaller, equal and larger than its
+    strides, with every fused activation on one of them, and the general gather."""
+    programs = [Program.of("conv_transpose_phase.wgsl", act="Identity", KH=kh, KW=kw, SH=sh,
+                           SW=sw) for kh, kw, sh, sw in ((2, 2, 2, 2), (3, 3, 1, 1),
+                                                         (1, 2, 3, 2), (4, 4, 2, 2))]
+    programs += [Program.of("conv_transpose_phase.wgsl", act=act, KH=2, KW=2, SH=2, SW=2)
+                 for act in sorted(ACTIVATIONS)]
+    return programs + [Program.of("conv_transpose.wgsl", act="Identity")]
+
+
 COMPUTE = {"binary": binary_programs, "reduce": reduce_programs, "scatter": scatter_programs,
-           "matmul": matmul_programs}
+           "matmul": matmul_programs, "conv_transpose": conv_transpose_programs}
 
 
 def _all_compute() -> list[Program]:

@@ -157,7 +157,13 @@ def ConvTranspose(ctx, layer, ins, metas, out_metas):
     n = size_of(out.shape)
     if n:
         params = _params(x, out, geo, groups, bias is not None, act, n)
-        ctx.dispatch(Program.of("conv_transpose.wgsl", act=act[0]),
+        if geo.dilations == (1, 1):
+            (kh, kw), (sh, sw) = geo.kernel, geo.strides
+            program = Program.of("conv_transpose_phase.wgsl", act=act[0], KH=kh, KW=kw, SH=sh,
+                                 SW=sw)
+        else:
+            program = Program.of("conv_transpose.wgsl", act=act[0])
+        ctx.dispatch(program,
                      [ins[0], ins[1], bias if bias is not None else ins[0], y], params,
                      -(-n // 256))
     return [y]
