@@ -1,4 +1,8 @@
-"""The CPU plan's transformer fusions (attention, Erf-form GELU) against onnxruntime."""
+"""The CPU plan's transformer fusions (attention, Erf-form GELU) against onnxruntime.
+
+Models load without the import-time passes here: those already rewrite a written-out GELU
+into one Gelu layer (``engine.passes.patterns``), and the CPU plan's own matchers are what
+a model loaded with ``optimize=False`` runs."""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ F = TensorProto.FLOAT
 
 
 def _run(proto, feeds, fused_steps):
-    model = ModelLoader.from_proto(proto)
+    model = ModelLoader.from_proto(proto, optimize=False)
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(proto.SerializeToString(), so,
@@ -132,7 +136,7 @@ def test_gelu_of_float64_runs_the_layers_one_by_one(rng):
         init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).astype(np.float64),
                                               init.name))
     x = rng.normal(size=(5, 64))
-    with Worker(ModelLoader.from_proto(proto), "cpu") as worker:
+    with Worker(ModelLoader.from_proto(proto, optimize=False), "cpu") as worker:
         assert sum(1 for s in worker._cpu_steps() if s[6]) == 1
         got = worker.schedule({"x": x}).peek_output("y").download_to_array()
     root2 = float(np.float32(math.sqrt(2)))  # the model's constant, made in float32

@@ -2,9 +2,11 @@
 
 Order matters: function expansion first (its layers can then fold), constant folding,
 inlining of Ifs whose condition folded, no-op removal, folding again (what the inlined
-branches and removed no-ops expose), fusion (needs folded weights), dead-code removal,
+branches and removed no-ops expose), fusion (needs folded weights), LayerNorm and GELU
+chains as single layers (``patterns``), dead-code removal,
 shape inference for tensors still unknown, and last the CPU-forced analysis on the final graph.
-Every pass preserves results exactly; ``Model.pass_stats`` records what each did.
+Every pass preserves results (the fusions up to float rounding); ``Model.pass_stats``
+records what each did.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from engine.passes.expand import expand_functions
 from engine.passes.fold import fold_constants
 from engine.passes.inline_if import inline_constant_ifs
 from engine.passes.noop import remove_noops
+from engine.passes.patterns import fuse_patterns
 from engine.passes.shapes import infer_shapes
 
 
@@ -43,6 +46,8 @@ def run_passes(model: Model, optimize: bool = True) -> Model:
         if fuse is not None:
             for key, value in (fuse(model) or {}).items():
                 stats[key] = stats.get(key, 0) + int(value)
+        for key, value in fuse_patterns(model).items():
+            stats[key] = stats.get(key, 0) + value
         dead_layers, dead_constants = remove_dead(model)
         stats["dead"] = dead_layers
         stats["unused_constants"] = dead_constants
