@@ -90,6 +90,23 @@ def test_attention_with_a_long_sequence_uses_several_blocks(rng):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("mask_shape", [(2, 1, 37, 45), (37, 45), (1, 3, 1, 45)])
+def test_attention_masks_of_other_shapes(mask_shape, rng):
+    """Full per-row masks, masks without leading dims and per-head ones are laid out as
+    contiguous rows for the kernel; a NaN in the mask reaches only its own row."""
+    b, h, s, m, dh = 2, 3, 37, 45, 16
+    feeds = {"q": rng.normal(size=(b, h, s, dh)).astype(np.float32),
+             "k": rng.normal(size=(b, h, dh, m)).astype(np.float32),
+             "v": rng.normal(size=(b, h, m, 8)).astype(np.float32),
+             "mask": rng.normal(scale=3.0, size=mask_shape).astype(np.float32)}
+    feeds["mask"].reshape(-1)[7] = np.nan
+    proto = _attention_model("Mul", "add")
+    proto.graph.input[3].CopyFrom(helper.make_tensor_value_info("mask", F, list(mask_shape)))
+    got, _, want = _run(proto, feeds, 1)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
 def test_attention_nan_reaches_its_row(rng):
     feeds = {"q": rng.normal(size=(1, 3, 37, 16)).astype(np.float32),
              "k": rng.normal(size=(1, 3, 16, 45)).astype(np.float32),

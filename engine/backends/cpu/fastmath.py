@@ -186,6 +186,8 @@ def _tanh_any(v):
     return lambda v: np.tanh(v)
 
 
+#: the row loops index slices from 0: with ``range(lo, hi)`` Numba's negative-index
+#: wraparound check on every access stopped LLVM vectorising them (1.9-8 ns a value -> 1.1)
 _LOOP = dict(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
 _SQRT_HALF = F(0.7071067811865476)
 _TANH_GELU_K, _TANH_GELU_C = F(0.7978845608028654), F(0.044715)
@@ -193,34 +195,39 @@ _TANH_GELU_K, _TANH_GELU_C = F(0.7978845608028654), F(0.044715)
 
 @njit(**_LOOP)
 def _erf_rows(x, out, lo, hi):
-    for i in range(lo, hi):
-        out[i] = erf_f32(x[i])
+    src, dst = x[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        dst[i] = erf_f32(src[i])
 
 
 @njit(**_LOOP)
 def _gelu_erf_rows(x, out, lo, hi):
-    for i in range(lo, hi):
-        v = x[i]
-        out[i] = _HALF * v * (_ONE + erf_f32(v * _SQRT_HALF))
+    src, dst = x[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        v = src[i]
+        dst[i] = _HALF * v * (_ONE + erf_f32(v * _SQRT_HALF))
 
 
 @njit(**_LOOP)
 def _gelu_tanh_rows(x, out, lo, hi):
-    for i in range(lo, hi):
-        v = x[i]
-        out[i] = _HALF * v * (_ONE + tanh_f32(_TANH_GELU_K * (v + _TANH_GELU_C * v * v * v)))
+    src, dst = x[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        v = src[i]
+        dst[i] = _HALF * v * (_ONE + tanh_f32(_TANH_GELU_K * (v + _TANH_GELU_C * v * v * v)))
 
 
 @njit(**_LOOP)
 def _sigmoid_rows(x, out, lo, hi):
-    for i in range(lo, hi):
-        out[i] = sigmoid_f32(x[i])
+    src, dst = x[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        dst[i] = sigmoid_f32(src[i])
 
 
 @njit(**_LOOP)
 def _tanh_rows(x, out, lo, hi):
-    for i in range(lo, hi):
-        out[i] = tanh_f32(x[i])
+    src, dst = x[lo:hi], out[lo:hi]
+    for i in range(hi - lo):
+        dst[i] = tanh_f32(src[i])
 
 
 def _map(rows, x: np.ndarray) -> np.ndarray:

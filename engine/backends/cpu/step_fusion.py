@@ -10,7 +10,8 @@ reads, saving a pass over memory and a layer's dispatch:
 * Conv -> Sigmoid + Mul (SiLU), Conv -> HardSigmoid + Mul, Conv -> HardSwish: the
   activation becomes the Conv's epilogue (when the Conv has no fused activation yet);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
-* attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``.
+* attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``;
+* MatMul by a constant weight + bias Add [+ GELU | + residual Add]: ``step_fusion_linear``.
 
 The fused step runs where the last absorbed layer was (every input it reads exists by
 then). When a kernel cannot take the fused form at run time (other dtype, a residual that
@@ -27,6 +28,7 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
+from engine.backends.cpu.step_fusion_linear import match_linear
 from engine.backends.cpu.step_fusion_nlp import (
     match_attention,
     match_gelu,
@@ -72,7 +74,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
             fused = _bn_relu(i, steps, st[3], only_users)
         elif layer.op_type == "MatMul":
-            fused = match_attention(i, steps, st[3], only_users, constants)
+            fused = match_attention(i, steps, st[3], only_users, constants) \
+                or match_linear(i, steps, st[3], only_users, constants)
         elif layer.op_type in ("Div", "Mul"):
             fused = match_gelu(i, steps, st[3], only_users, constants)
         elif layer.op_type == "Pow":
