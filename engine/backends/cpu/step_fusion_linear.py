@@ -64,8 +64,18 @@ def match_linear(i, steps, t, only_users, constants):
 
 
 def _gelu_after(steps, y, only_users, constants):
-    """(epilogue code, steps, output) of a GELU chain whose input is ``y`` and that reads
-    it alone (every reader of ``y`` is part of the chain), else None."""
+    """(epilogue code, steps, output) of a GELU (a Gelu layer, or the chain written out when
+    the model was loaded without the import passes) whose input is ``y`` and that reads it
+    alone (every reader of ``y`` is part of the chain), else None."""
+    users = only_users(y, 1)
+    if users is not None:
+        st = steps[users[0]]
+        if st[0].op_type == "Gelu" and st[3] is not None and tuple(st[2]) == (y,):
+            approximate = st[0].attr("approximate", "none")
+            if isinstance(approximate, bytes):
+                approximate = approximate.decode()
+            code = EPI_GELU_TANH if approximate == "tanh" else EPI_GELU_ERF
+            return code, [users[0]], st[3]
     for count, code, start_ops in ((2, EPI_GELU_ERF, ("Div", "Mul")),
                                    (3, EPI_GELU_TANH, ("Pow",))):
         users = only_users(y, count)
