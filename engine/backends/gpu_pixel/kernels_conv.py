@@ -95,6 +95,24 @@ def weight_matrix(be, w, rows: int, width: int):
     return mat
 
 
+def transposed_fit(w_shape, max_dim: int) -> bool:
+    """Whether ConvTranspose weights [C, M, k...] fit the transposed matrix texture."""
+    c, m = w_shape[0], w_shape[1]
+    return m <= max_dim and (c + 3) // 4 * int(np.prod(w_shape[2:])) <= max_dim
+
+
+def transposed_matrix(be, w, rows: int, width: int):
+    """ConvTranspose weights [C, M, k...] as Conv's [M rows, width] matrix of W[c, m, ...]
+    (cached on the weight's handle)."""
+    mat = w.derived.get("tmatrix")
+    if mat is None:
+        host = np.swapaxes(np.asarray(w.host, np.float32), 0, 1)
+        tex = be.r.alloc(width, rows, for_write=True)
+        be.r.write(tex, pack(host).reshape(rows, width, 4))
+        mat = w.derived["tmatrix"] = PixelTensor(layout_of(tuple(host.shape)), tex)
+    return mat
+
+
 def grouped_blocks(c: int, cg: int) -> int:
     """Texel blocks of input channels the widest group of ``cg`` channels spans (a group
     that starts inside a block spans one more than its size needs)."""
@@ -218,6 +236,21 @@ def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
     bias = inputs[2] if len(inputs) > 2 else None
     act, params = activation(layer)
+    group = int(layer.attr("group", 1) or 1)
+    if group == 1 and inputs[1].host is not None and \
+            transposed_fit(w, be.max_dim):
+        # whole texels: 4 output channels per fragment, 4 input channels per load
+        n, c, h, wd = _as_2d(x)
+        y = out_metas[0].shape
+        _, m, oh, ow = _as_2d(y)
+        cbs = (c + 3) // 4
+        texes = [inputs[0], transposed_matrix(be, inputs[1], m, cbs * kh * kw),
+                 bias if bias is not None else be.r.dummy]
+        ints = [(n, c, h, wd), (m, oh, ow, 1), (kh, kw, sh, sw), (ph, pw, dh, dw),
+                (cbs, (m + 3) // 4, c, m), (int(bias is not None), cbs)]
+        return [be.run("conv", y, texes, ints=ints, floats=[(0,)] * 7 + [params],
+                       VARIANT="transposed", ACT=act, WMAT="true",
+                       BIAS=str(bias is not None).lower())]
     ints = [(kh, kw, int(layer.attr("group", 1) or 1), int(two)), (sh, sw, dh, dw),
             (ph, pw, int(bias is not None), 0)]
     texes = [inputs[0], inputs[1]] + ([bias] if bias is not None else [])
