@@ -25,3 +25,10 @@ def test_conv_transpose(xs, ws, attrs, rng):
     bias = ("b", rng.standard_normal(ws[1] * attrs.get("group", 1)).astype(np.float32))
     w = ("w", rng.standard_normal(ws).astype(np.float32))
     check("ConvTranspose", [xs], rng, attrs, consts=[w, bias])
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("shape,axis", [((1, 16, 4, 21), 1), ((2, 7, 3, 5), 1), ((2, 6, 5), 1),
+                                        ((2, 5, 3, 6), 2), ((3, 5, 6), -3), ((1, 9, 2, 3, 4), 3)])
+def test_softmax_off_x(op, shape, axis, rng):
+    check(op, [shape], rng, {"axis": axis}, opset=13)

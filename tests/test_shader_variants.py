@@ -82,6 +82,8 @@ def pixel_programs() -> list:
         out.append(program("reduce", 1, OP=op, INIT=pr.REDUCE.get(op, "sum"),
                            NEEDS_MAX=str(op in pr.NEEDS_MAX).lower(),
                            NEEDS_SELF=str(op in ("Softmax", "LogSoftmax")).lower()))
+    out += [program("softmax_axis", 1, OP=op, BLOCKED=b)
+            for op in ("Softmax", "LogSoftmax") for b in ("true", "false")]
     return out
 
 
