@@ -32,3 +32,31 @@ def test_conv_transpose(xs, ws, attrs, rng):
                                         ((2, 5, 3, 6), 2), ((3, 5, 6), -3), ((1, 9, 2, 3, 4), 3)])
 def test_softmax_off_x(op, shape, axis, rng):
     check(op, [shape], rng, {"axis": axis}, opset=13)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 13, 6, 7), (10, 13, 1, 1), {}),                                   # no pads: no checks
+    ((2, 16, 9, 9), (16, 8, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),    # aligned groups
+    ((1, 8, 9, 10), (24, 4, 1, 1), {"group": 2, "strides": [2, 2]}),
+    ((1, 5, 12, 11), (6, 5, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    ((1, 6, 8, 9), (7, 6, 3, 3), {"pads": [0, 0, 2, 1]}),                  # end pads only
+    ((1, 6, 9, 9), (5, 6, 3, 2), {"dilations": [2, 3], "strides": [1, 2]}),
+    ((1, 7, 10), (9, 7, 3), {"dilations": [2], "pads": [2, 2]}),
+])
+@pytest.mark.parametrize("act", [None, "Relu"])
+def test_conv_specialised(xs, ws, attrs, act, rng):
+    from onnx import helper
+
+    from tests.modelgen import F, model
+    from tests.test_gpu_pixel_ops import run_both
+
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c" if act else "y"], **attrs)]
+    if act:
+        nodes.append(helper.make_node(act, ["c"], ["y"]))
+    proto = model(nodes, [("x", F, list(xs))], [("y", F, ["?"])],
+                  initializers=[("w", w), ("b", b)])
+    gpu, cpu = run_both(proto, {"x": rng.standard_normal(xs).astype(np.float32)})
+    scale = max(1.0, float(np.abs(cpu[0]).max()))
+    np.testing.assert_allclose(gpu[0], cpu[0], rtol=1e-4, atol=1e-4 * scale)

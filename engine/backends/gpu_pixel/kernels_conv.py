@@ -1,12 +1,20 @@
-"""Conv, ConvTranspose and pooling kernels (shaders/pixel/conv.wgsl, conv_transpose.wgsl,
-pool.wgsl); 1-D runs as 2-D with H = 1."""
+"""Conv and ConvTranspose kernels (shaders/pixel/conv.wgsl, conv_tap.wgsl,
+conv_transpose.wgsl); 1-D runs as 2-D with H = 1."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.backends.gpu_pixel.layout import layout_of, pack
+from engine.backends.gpu_pixel.conv_weights import (
+    depthwise_taps,
+    grouped_blocks,
+    grouped_matrix,
+    tap_fit,
+    tap_matrix,
+    transposed_fit,
+    transposed_matrix,
+    weight_matrix,
+)
 from engine.backends.gpu_pixel.registry import outputs_used, pixel_kernel
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 from engine.ops.conv_pool import causal_activation, conv_geometry, conv_transpose_geometry
@@ -67,6 +75,8 @@ def Conv(be, layer, inputs, in_metas, out_metas):
         variant = "grouped" if wmat else "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
+    if variant == "blocked" and wmat and use_taps(w, be.max_dim):
+        return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params)]
     wblocks = (cg + 3) // 4
     if wmat and variant == "depthwise":
         weights = depthwise_taps(be, inputs[1], m, kh * kw)
@@ -85,73 +95,25 @@ def Conv(be, layer, inputs, in_metas, out_metas):
                    WMAT=str(wmat).lower(), BIAS=str(bias is not None).lower())]
 
 
-def weight_matrix(be, w, rows: int, width: int):
-    """W's texels re-wrapped as [M rows, width] (cached on the weight's handle)."""
-    mat = w.derived.get("matrix")
-    if mat is None:
-        tex = be.r.alloc(width, rows, for_write=True)
-        be.r.write(tex, pack(w.host).reshape(rows, width, 4))
-        mat = w.derived["matrix"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
-    return mat
+def use_taps(w_shape, max_dim: int) -> bool:
+    """Whether a blocked Conv with known weights runs as shaders/pixel/conv_tap.wgsl."""
+    return tap_fit(w_shape, max_dim)
 
 
-def transposed_fit(w_shape, max_dim: int) -> bool:
-    """Whether ConvTranspose weights [C, M, k...] fit the transposed matrix texture."""
-    c, m = w_shape[0], w_shape[1]
-    return m <= max_dim and (c + 3) // 4 * int(np.prod(w_shape[2:])) <= max_dim
-
-
-def transposed_matrix(be, w, rows: int, width: int):
-    """ConvTranspose weights [C, M, k...] as Conv's [M rows, width] matrix of W[c, m, ...]
-    (cached on the weight's handle)."""
-    mat = w.derived.get("tmatrix")
-    if mat is None:
-        host = np.swapaxes(np.asarray(w.host, np.float32), 0, 1)
-        tex = be.r.alloc(width, rows, for_write=True)
-        be.r.write(tex, pack(host).reshape(rows, width, 4))
-        mat = w.derived["tmatrix"] = PixelTensor(layout_of(tuple(host.shape)), tex)
-    return mat
-
-
-def grouped_blocks(c: int, cg: int) -> int:
-    """Texel blocks of input channels the widest group of ``cg`` channels spans (a group
-    that starts inside a block spans one more than its size needs)."""
-    return max((g * cg + cg + 3) // 4 - g * cg // 4 for g in range(c // cg))
-
-
-def grouped_matrix(be, w, blocks: int, mg: int):
-    """Weights of a grouped Conv whose groups are not aligned to 4 channels, as a [M rows,
-    blocks * kh * kw texels] matrix on the input's own channel blocks: row m holds the blocks
-    from the one its group starts in, zero for channels outside the group (cached)."""
-    mat = w.derived.get("grouped")
-    if mat is None:
-        host = np.asarray(w.host, np.float32)
-        m, cg = host.shape[:2]
-        taps = host.shape[2:]
-        start = (np.arange(m) // mg) * cg                       # first channel of m's group
-        lanes = (start // 4 * 4)[:, None] + np.arange(blocks * 4)[None, :]
-        inside = (lanes >= start[:, None]) & (lanes < start[:, None] + cg)
-        wide = np.zeros((m, blocks * 4, *taps), np.float32)
-        rows, cols = np.nonzero(inside)
-        wide[rows, cols] = host[rows, lanes[rows, cols] - start[rows]]
-        tex = be.r.alloc(blocks * int(np.prod(taps)), m, for_write=True)
-        be.r.write(tex, pack(wide).reshape(m, -1, 4))
-        mat = w.derived["grouped"] = PixelTensor(layout_of(tuple(wide.shape)), tex)
-    return mat
-
-
-def depthwise_taps(be, w, m: int, taps: int):
-    """Depthwise weights [M, 1, kh, kw] as texel (tap, m // 4) = 4 channels' weights."""
-    mat = w.derived.get("taps")
-    if mat is None:
-        blocks = (m + 3) // 4
-        data = np.zeros((blocks * 4, taps), np.float32)
-        data[:m] = np.asarray(w.host, np.float32).reshape(m, taps)
-        texels = np.ascontiguousarray(data.reshape(blocks, 4, taps).transpose(0, 2, 1))
-        tex = be.r.alloc(taps, blocks, for_write=True)
-        be.r.write(tex, texels)
-        mat = w.derived["taps"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
-    return mat
+def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
+    """One pass of conv_tap.wgsl: kernel size, strides and dilations specialised."""
+    n, c, h, wd = xs
+    _, m, oh, ow = _as_2d(y)
+    (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dilations
+    pb = geo.pads_begin
+    inside = all(p == 0 and (o - 1) * st + (k - 1) * dl <= size - 1 for p, o, st, k, dl, size
+                 in zip(pb, (oh, ow), (sh, sw), (kh, kw), (dh, dw), (h, wd)))
+    texes = [inputs[0], tap_matrix(be, inputs[1]), bias if bias is not None else be.r.dummy]
+    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1]),
+            ((m + 3) // 4, (cg + 3) // 4, mg, int(bias is not None))]
+    return be.run("conv_tap", y, texes, ints=ints, floats=[(0,)] * 7 + [params],
+                  ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
+                  PAD=str(not inside).lower())
 
 
 def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
@@ -169,54 +131,6 @@ def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
         return f"Conv weights {list(w.shape)} need a {width}x{w.shape[0]} texture, " \
                f"over the {max_dim} texel limit"
     return None
-
-
-def pool(be, layer, inputs, in_metas, out_metas, mode, global_=False, p=2.0):
-    x, y = in_metas[0].shape, out_metas[0].shape
-    n, c, h, wd = _as_2d(x)
-    _, _, oh, ow = _as_2d(y)
-    if global_:
-        kh, kw, pb, pe, s, d = h, wd, (0, 0), (0, 0), (1, 1), (1, 1)
-    else:
-        geo = conv_geometry(layer, x).as_2d()
-        pb, pe, s, d = geo.pads_begin, geo.pads_end, geo.strides, geo.dilations
-        kh, kw = geo.kernel
-    include = int(layer.attr("count_include_pad", 0)) if mode == "avg" else 0
-    ints = [(n, c, h, wd), ((c + 3) // 4, oh, ow, include), (kh, kw, s[0], s[1]),
-            (pb[0], pb[1], d[0], d[1]), (pe[0], pe[1])]
-    return [be.run("pool", y, inputs[:1], ints=ints, floats=[(p,)], MODE=mode)]
-
-
-@pixel_kernel("MaxPool", check=_spatial_check)
-def MaxPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "max")
-
-
-@pixel_kernel("AveragePool", check=_spatial_check)
-def AveragePool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "avg")
-
-
-@pixel_kernel("LpPool", check=_spatial_check)
-def LpPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "lp",
-                p=float(layer.attr("p", 2)))
-
-
-@pixel_kernel("GlobalAveragePool", check=_spatial_check)
-def GlobalAveragePool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "avg", global_=True)
-
-
-@pixel_kernel("GlobalMaxPool", check=_spatial_check)
-def GlobalMaxPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "max", global_=True)
-
-
-@pixel_kernel("GlobalLpPool", check=_spatial_check)
-def GlobalLpPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "lp", global_=True,
-                p=float(layer.attr("p", 2)))
 
 
 def _convt_check(layer, metas):
