@@ -60,3 +60,15 @@ def test_conv_specialised(xs, ws, attrs, act, rng):
     gpu, cpu = run_both(proto, {"x": rng.standard_normal(xs).astype(np.float32)})
     scale = max(1.0, float(np.abs(cpu[0]).max()))
     np.testing.assert_allclose(gpu[0], cpu[0], rtol=1e-4, atol=1e-4 * scale)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 8, 5, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),       # 4 pixels a fragment, ragged
+    ((2, 4, 3, 9), (4, 4, 1, 3), {"strides": [1, 2], "pads": [0, 2, 0, 1]}),
+    ((1, 5, 33), (6, 5, 5), {"pads": [2, 2], "dilations": [2]}),
+    ((1, 4, 2, 5), (8, 4, 1, 1), {}),                                # 2 pixels a fragment
+])
+def test_conv_several_pixels_a_fragment(xs, ws, attrs, rng):
+    bias = ("b", rng.standard_normal(ws[0]).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("Conv", [xs], rng, attrs, consts=[w, bias])

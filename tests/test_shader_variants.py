@@ -91,6 +91,7 @@ def conv_programs(program) -> list:
     """conv.wgsl's variants (each with and without a weight matrix where the kernel asks for
     both) and conv_tap.wgsl's specialisations: kernel shapes, strides, dilations, pads and
     every fused activation the kernels accept."""
+    from engine.backends.gpu_pixel.renderer import RenderProgram
     from engine.ops.activations import UNARY_OPS
 
     acts = ["Identity"] + sorted(name for name, rec in UNARY_OPS.items() if rec.shader)
@@ -100,10 +101,14 @@ def conv_programs(program) -> list:
                          ("transposed", "true")] for b in ("true", "false")]
     shapes = [(1, 1, 1, 1, 1, 1, "false"), (3, 3, 1, 1, 1, 1, "true"),
               (3, 3, 2, 2, 1, 1, "true"), (7, 7, 2, 2, 1, 1, "true"), (3, 1, 1, 1, 2, 1, "true")]
-    out += [program("conv_tap", 3, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad,
-                    ACT="Identity") for kh, kw, sh, sw, dh, dw, pad in shapes]
-    out += [program("conv_tap", 3, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act)
-            for act in acts]
+
+    def tap(per, **params):
+        # one colour target per pixel of the fragment
+        return RenderProgram("conv_tap", 3, tuple(sorted({**params, "P": per}.items())), per)
+
+    out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity")
+            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)]
+    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act) for act in acts]
     return out
 
 

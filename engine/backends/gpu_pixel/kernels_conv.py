@@ -15,7 +15,11 @@ from engine.backends.gpu_pixel.conv_weights import (
     transposed_matrix,
     weight_matrix,
 )
+from engine.backends.gpu_pixel.handles import PixelTensor
+from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import outputs_used, pixel_kernel
+from engine.backends.gpu_pixel.renderer import pack_params
+from engine.backends.gpu_pixel.targets import copy_columns, draw_targets
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 from engine.ops.conv_pool import causal_activation, conv_geometry, conv_transpose_geometry
 
@@ -101,19 +105,54 @@ def use_taps(w_shape, max_dim: int) -> bool:
 
 
 def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
-    """One pass of conv_tap.wgsl: kernel size, strides and dilations specialised."""
+    """conv_tap.wgsl: kernel size, strides and dilations specialised; a fragment computes
+    ``pixels_per_fragment`` pixels of a row, one per colour target."""
     n, c, h, wd = xs
     _, m, oh, ow = _as_2d(y)
     (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dilations
     pb = geo.pads_begin
     inside = all(p == 0 and (o - 1) * st + (k - 1) * dl <= size - 1 for p, o, st, k, dl, size
                  in zip(pb, (oh, ow), (sh, sw), (kh, kw), (dh, dw), (h, wd)))
+    per = pixels_per_fragment(be, ow)
+    q = -(-ow // per)
     texes = [inputs[0], tap_matrix(be, inputs[1]), bias if bias is not None else be.r.dummy]
-    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1]),
+    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q),
             ((m + 3) // 4, (cg + 3) // 4, mg, int(bias is not None))]
-    return be.run("conv_tap", y, texes, ints=ints, floats=[(0,)] * 7 + [params],
-                  ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
+    consts = dict(ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, P=per,
                   PAD=str(not inside).lower())
+    floats = [(0,)] * 7 + [params]
+    if per == 1:
+        return be.run("conv_tap", y, texes, ints=ints, floats=floats, **consts)
+    lay = layout_of(tuple(y))
+    texes = [be.tex_of(t) if isinstance(t, PixelTensor) else t for t in texes]
+    lays = [inputs[0].layout, None, bias.layout if bias is not None else None]
+    outs = [be.r.alloc(lay.width, lay.height) for _ in range(per)]
+    pipe = be.r.pipeline("conv_tap", 3, targets=per, **consts)
+    draw_targets(be.r, be.label, pipe, outs, texes, pack_params(lay, lays, ints, floats), q)
+    for j, extra in enumerate(outs[1:], 1):
+        if ow > j * q:
+            copy_columns(be.r, extra, outs[0], j * q, min(q, ow - j * q))
+        be.r.release(extra)
+    return PixelTensor(lay, outs[0])
+
+
+_TARGETS: dict[int, int] = {}
+
+
+def pixels_per_fragment(be, ow: int) -> int:
+    """Output pixels a conv_tap fragment computes (colour targets of its pass): 4 on rows of
+    8 pixels and more where the device takes 4 rgba32float targets, else 2 or 1."""
+    key = id(be.r.device)
+    most = _TARGETS.get(key)
+    if most is None:
+        limits = be.r.device.limits
+        most = _TARGETS[key] = min(int(limits.get("max-color-attachments", 1)),
+                                   int(limits.get("max-color-attachment-bytes-per-sample",
+                                                  16)) // 16)
+    for per in (4, 2):
+        if per <= most and ow >= 2 * per:
+            return per
+    return 1
 
 
 def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
