@@ -72,3 +72,17 @@ def test_conv_several_pixels_a_fragment(xs, ws, attrs, rng):
     bias = ("b", rng.standard_normal(ws[0]).astype(np.float32))
     w = ("w", rng.standard_normal(ws).astype(np.float32))
     check("Conv", [xs], rng, attrs, consts=[w, bias])
+
+
+@pytest.mark.parametrize("shape,scales,attrs", [
+    ((1, 6, 5, 7), (1, 1, 2, 2), {"mode": "nearest"}),
+    ((1, 24, 20, 20), (1, 1, 8, 8), {"mode": "nearest"}),
+    ((2, 5, 4, 6), (1, 1, 1.5, 0.5), {"mode": "linear"}),
+    ((1, 3, 5, 6), (1, 2, 2, 1), {"mode": "linear"}),                 # the blocked axis too
+    ((2, 3, 4), (1, 1, 2.5), {"mode": "cubic"}),
+    ((2, 3, 4, 5), (2, 1, 1, 3), {"mode": "nearest"}),                # the batch axis
+])
+def test_resize_whole_texels(shape, scales, attrs, rng):
+    s = ("scales", np.array(scales, np.float32))
+    r = ("roi", np.zeros(0, np.float32))
+    check("Resize", [shape], rng, attrs, consts=[r, s], opset=13)

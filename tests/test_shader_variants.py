@@ -84,6 +84,7 @@ def pixel_programs() -> list:
                            NEEDS_SELF=str(op in ("Softmax", "LogSoftmax")).lower()))
     out += [program("softmax_axis", 1, OP=op, BLOCKED=b)
             for op in ("Softmax", "LogSoftmax") for b in ("true", "false")]
+    out += [program("resize_texel", 2, ALONG_X=a) for a in ("true", "false")]
     return out + conv_programs(program)
 
 
