@@ -87,6 +87,34 @@ def pixel_programs() -> list:
         out.append(program("reduce", 1, OP=op, INIT=pr.REDUCE.get(op, "sum"),
                            NEEDS_MAX=str(op in pr.NEEDS_MAX).lower(),
                            NEEDS_SELF=str(op in ("Softmax", "LogSoftmax")).lower()))
+    out += [program("softmax_axis", 1, OP=op, BLOCKED=b)
+            for op in ("Softmax", "LogSoftmax") for b in ("true", "false")]
+    out += [program("resize_texel", 2, ALONG_X=a) for a in ("true", "false")]
+    return out + conv_programs(program)
+
+
+def conv_programs(program) -> list:
+    """conv.wgsl's variants (each with and without a weight matrix where the kernel asks for
+    both) and conv_tap.wgsl's specialisations: kernel shapes, strides, dilations, pads and
+    every fused activation the kernels accept."""
+    from engine.backends.gpu_pixel.renderer import RenderProgram
+    from engine.ops.activations import UNARY_OPS
+
+    acts = ["Identity"] + sorted(name for name, rec in UNARY_OPS.items() if rec.shader)
+    out = [program("conv", 3, VARIANT=v, WMAT=wm, BIAS=b, ACT="Identity")
+           for v, wm in [("blocked", "true"), ("blocked", "false"), ("depthwise", "true"),
+                         ("depthwise", "false"), ("grouped", "true"), ("scalar", "false"),
+                         ("transposed", "true")] for b in ("true", "false")]
+    shapes = [(1, 1, 1, 1, 1, 1, "false"), (3, 3, 1, 1, 1, 1, "true"),
+              (3, 3, 2, 2, 1, 1, "true"), (7, 7, 2, 2, 1, 1, "true"), (3, 1, 1, 1, 2, 1, "true")]
+
+    def tap(per, **params):
+        # one colour target per pixel of the fragment
+        return RenderProgram("conv_tap", 3, tuple(sorted({**params, "P": per}.items())), per)
+
+    out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity")
+            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)]
+    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act) for act in acts]
     return out
 
 

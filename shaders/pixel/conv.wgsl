@@ -4,7 +4,8 @@
 // i[3] = (pad_top, pad_left, dh, dw)   i[4] = (C blocks, M blocks, C/group, M/group)
 // i[5] = (has bias, texel blocks of W's axis 1, 0, 0)
 // Variant ${VARIANT}: blocked (group 1 or groups aligned to 4 channels), depthwise, grouped
-// (other groups, weights known: W is a matrix on the input's channel blocks), scalar.
+// (other groups, weights known: W is a matrix on the input's channel blocks), scalar,
+// transposed (ConvTranspose, group 1, weights known).
 
 //!include pixel/act4.wgsl
 
@@ -140,6 +141,43 @@ fn conv_scalar(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
             }
         }
         acc[j] = s;
+    }
+    return acc;
+}
+
+// ConvTranspose as a gather (group 1, weights known): output (oh, ow) takes input (iy, ix)
+// through tap (ky, kx) where oh = iy * sh - pad_top + ky * dh; W is [M rows, (C blocks * kh *
+// kw) texels] of the transposed weights W[c, m, ky, kx] (i[2..3] as for Conv).
+fn conv_transposed(n: u32, mb: u32, oh: u32, ow: u32) -> vec4<f32> {
+    let H = i32(U.i[0].z);
+    let Wd = i32(U.i[0].w);
+    let kh = u32(U.i[2].x);
+    let kw = u32(U.i[2].y);
+    let cbs = u32(U.i[4].x);
+    let mlast = u32(U.i[1].x) - 1u;
+    let m0 = mb * 4u;
+    let m1 = min(m0 + 1u, mlast);
+    let m2 = min(m0 + 2u, mlast);
+    let m3 = min(m0 + 3u, mlast);
+    var acc = vec4<f32>(0.0);
+    for (var ky = 0u; ky < kh; ky++) {
+        let ty = i32(oh) + U.i[3].x - i32(ky) * U.i[3].z;
+        let iy = ty / U.i[2].z;
+        if (ty < 0 || iy * U.i[2].z != ty || iy >= H) {
+            continue;
+        }
+        for (var kx = 0u; kx < kw; kx++) {
+            let tx = i32(ow) + U.i[3].y - i32(kx) * U.i[3].w;
+            let ix = tx / U.i[2].w;
+            if (tx < 0 || ix * U.i[2].w != tx || ix >= Wd) {
+                continue;
+            }
+            for (var cb = 0u; cb < cbs; cb++) {
+                let xv = ld(X, u32(ix), (n * cbs + cb) * u32(H) + u32(iy));
+                acc += vec4<f32>(dot(xv, wload(m0, cb, ky, kx)), dot(xv, wload(m1, cb, ky, kx)),
+                                 dot(xv, wload(m2, cb, ky, kx)), dot(xv, wload(m3, cb, ky, kx)));
+            }
+        }
     }
     return acc;
 }

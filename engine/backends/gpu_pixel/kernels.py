@@ -7,6 +7,7 @@ from engine.backends.gpu_pixel import (  # noqa: F401  (imported for their regis
     kernels_gemm,
     kernels_index,
     kernels_norm,
+    kernels_pool,
     kernels_reduce,
     kernels_resize,
     kernels_rnn,

@@ -1,13 +1,25 @@
-"""Conv, ConvTranspose and pooling kernels (shaders/pixel/conv.wgsl, conv_transpose.wgsl,
-pool.wgsl); 1-D runs as 2-D with H = 1."""
+"""Conv and ConvTranspose kernels (shaders/pixel/conv.wgsl, conv_tap.wgsl,
+conv_transpose.wgsl); 1-D runs as 2-D with H = 1."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.gpu_pixel.conv_weights import (
+    depthwise_taps,
+    grouped_blocks,
+    grouped_matrix,
+    tap_fit,
+    tap_matrix,
+    transposed_fit,
+    transposed_matrix,
+    weight_matrix,
+)
 from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.backends.gpu_pixel.layout import layout_of, pack
+from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import outputs_used, pixel_kernel
+from engine.backends.gpu_pixel.renderer import pack_params
+from engine.backends.gpu_pixel.targets import copy_columns, draw_targets
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 from engine.ops.conv_pool import causal_activation, conv_geometry, conv_transpose_geometry
 
@@ -67,6 +79,8 @@ def Conv(be, layer, inputs, in_metas, out_metas):
         variant = "grouped" if wmat else "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
+    if variant == "blocked" and wmat and use_taps(w, be.max_dim):
+        return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params)]
     wblocks = (cg + 3) // 4
     if wmat and variant == "depthwise":
         weights = depthwise_taps(be, inputs[1], m, kh * kw)
@@ -85,55 +99,60 @@ def Conv(be, layer, inputs, in_metas, out_metas):
                    WMAT=str(wmat).lower(), BIAS=str(bias is not None).lower())]
 
 
-def weight_matrix(be, w, rows: int, width: int):
-    """W's texels re-wrapped as [M rows, width] (cached on the weight's handle)."""
-    mat = w.derived.get("matrix")
-    if mat is None:
-        tex = be.r.alloc(width, rows, for_write=True)
-        be.r.write(tex, pack(w.host).reshape(rows, width, 4))
-        mat = w.derived["matrix"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
-    return mat
+def use_taps(w_shape, max_dim: int) -> bool:
+    """Whether a blocked Conv with known weights runs as shaders/pixel/conv_tap.wgsl."""
+    return tap_fit(w_shape, max_dim)
 
 
-def grouped_blocks(c: int, cg: int) -> int:
-    """Texel blocks of input channels the widest group of ``cg`` channels spans (a group
-    that starts inside a block spans one more than its size needs)."""
-    return max((g * cg + cg + 3) // 4 - g * cg // 4 for g in range(c // cg))
+def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
+    """conv_tap.wgsl: kernel size, strides and dilations specialised; a fragment computes
+    ``pixels_per_fragment`` pixels of a row, one per colour target."""
+    n, c, h, wd = xs
+    _, m, oh, ow = _as_2d(y)
+    (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dilations
+    pb = geo.pads_begin
+    inside = all(p == 0 and (o - 1) * st + (k - 1) * dl <= size - 1 for p, o, st, k, dl, size
+                 in zip(pb, (oh, ow), (sh, sw), (kh, kw), (dh, dw), (h, wd)))
+    per = pixels_per_fragment(be, ow)
+    q = -(-ow // per)
+    texes = [inputs[0], tap_matrix(be, inputs[1]), bias if bias is not None else be.r.dummy]
+    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q),
+            ((m + 3) // 4, (cg + 3) // 4, mg, int(bias is not None))]
+    consts = dict(ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, P=per,
+                  PAD=str(not inside).lower())
+    floats = [(0,)] * 7 + [params]
+    if per == 1:
+        return be.run("conv_tap", y, texes, ints=ints, floats=floats, **consts)
+    lay = layout_of(tuple(y))
+    texes = [be.tex_of(t) if isinstance(t, PixelTensor) else t for t in texes]
+    lays = [inputs[0].layout, None, bias.layout if bias is not None else None]
+    outs = [be.r.alloc(lay.width, lay.height) for _ in range(per)]
+    pipe = be.r.pipeline("conv_tap", 3, targets=per, **consts)
+    draw_targets(be.r, be.label, pipe, outs, texes, pack_params(lay, lays, ints, floats), q)
+    for j, extra in enumerate(outs[1:], 1):
+        if ow > j * q:
+            copy_columns(be.r, extra, outs[0], j * q, min(q, ow - j * q))
+        be.r.release(extra)
+    return PixelTensor(lay, outs[0])
 
 
-def grouped_matrix(be, w, blocks: int, mg: int):
-    """Weights of a grouped Conv whose groups are not aligned to 4 channels, as a [M rows,
-    blocks * kh * kw texels] matrix on the input's own channel blocks: row m holds the blocks
-    from the one its group starts in, zero for channels outside the group (cached)."""
-    mat = w.derived.get("grouped")
-    if mat is None:
-        host = np.asarray(w.host, np.float32)
-        m, cg = host.shape[:2]
-        taps = host.shape[2:]
-        start = (np.arange(m) // mg) * cg                       # first channel of m's group
-        lanes = (start // 4 * 4)[:, None] + np.arange(blocks * 4)[None, :]
-        inside = (lanes >= start[:, None]) & (lanes < start[:, None] + cg)
-        wide = np.zeros((m, blocks * 4, *taps), np.float32)
-        rows, cols = np.nonzero(inside)
-        wide[rows, cols] = host[rows, lanes[rows, cols] - start[rows]]
-        tex = be.r.alloc(blocks * int(np.prod(taps)), m, for_write=True)
-        be.r.write(tex, pack(wide).reshape(m, -1, 4))
-        mat = w.derived["grouped"] = PixelTensor(layout_of(tuple(wide.shape)), tex)
-    return mat
+_TARGETS: dict[int, int] = {}
 
 
-def depthwise_taps(be, w, m: int, taps: int):
-    """Depthwise weights [M, 1, kh, kw] as texel (tap, m // 4) = 4 channels' weights."""
-    mat = w.derived.get("taps")
-    if mat is None:
-        blocks = (m + 3) // 4
-        data = np.zeros((blocks * 4, taps), np.float32)
-        data[:m] = np.asarray(w.host, np.float32).reshape(m, taps)
-        texels = np.ascontiguousarray(data.reshape(blocks, 4, taps).transpose(0, 2, 1))
-        tex = be.r.alloc(taps, blocks, for_write=True)
-        be.r.write(tex, texels)
-        mat = w.derived["taps"] = PixelTensor(layout_of(tuple(w.host.shape)), tex)
-    return mat
+def pixels_per_fragment(be, ow: int) -> int:
+    """Output pixels a conv_tap fragment computes (colour targets of its pass): 4 on rows of
+    8 pixels and more where the device takes 4 rgba32float targets, else 2 or 1."""
+    key = id(be.r.device)
+    most = _TARGETS.get(key)
+    if most is None:
+        limits = be.r.device.limits
+        most = _TARGETS[key] = min(int(limits.get("max-color-attachments", 1)),
+                                   int(limits.get("max-color-attachment-bytes-per-sample",
+                                                  16)) // 16)
+    for per in (4, 2):
+        if per <= most and ow >= 2 * per:
+            return per
+    return 1
 
 
 def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
@@ -153,54 +172,6 @@ def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
     return None
 
 
-def pool(be, layer, inputs, in_metas, out_metas, mode, global_=False, p=2.0):
-    x, y = in_metas[0].shape, out_metas[0].shape
-    n, c, h, wd = _as_2d(x)
-    _, _, oh, ow = _as_2d(y)
-    if global_:
-        kh, kw, pb, pe, s, d = h, wd, (0, 0), (0, 0), (1, 1), (1, 1)
-    else:
-        geo = conv_geometry(layer, x).as_2d()
-        pb, pe, s, d = geo.pads_begin, geo.pads_end, geo.strides, geo.dilations
-        kh, kw = geo.kernel
-    include = int(layer.attr("count_include_pad", 0)) if mode == "avg" else 0
-    ints = [(n, c, h, wd), ((c + 3) // 4, oh, ow, include), (kh, kw, s[0], s[1]),
-            (pb[0], pb[1], d[0], d[1]), (pe[0], pe[1])]
-    return [be.run("pool", y, inputs[:1], ints=ints, floats=[(p,)], MODE=mode)]
-
-
-@pixel_kernel("MaxPool", check=_spatial_check)
-def MaxPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "max")
-
-
-@pixel_kernel("AveragePool", check=_spatial_check)
-def AveragePool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "avg")
-
-
-@pixel_kernel("LpPool", check=_spatial_check)
-def LpPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "lp",
-                p=float(layer.attr("p", 2)))
-
-
-@pixel_kernel("GlobalAveragePool", check=_spatial_check)
-def GlobalAveragePool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "avg", global_=True)
-
-
-@pixel_kernel("GlobalMaxPool", check=_spatial_check)
-def GlobalMaxPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "max", global_=True)
-
-
-@pixel_kernel("GlobalLpPool", check=_spatial_check)
-def GlobalLpPool(be, layer, inputs, in_metas, out_metas):
-    return pool(be, layer, inputs, in_metas, out_metas, "lp", global_=True,
-                p=float(layer.attr("p", 2)))
-
-
 def _convt_check(layer, metas):
     x, w = metas[0], metas[1] if len(metas) > 1 else None
     if x is not None and len(x.shape) not in (3, 4):
@@ -218,6 +189,21 @@ def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     (kh, kw), (sh, sw), (dh, dw), (ph, pw) = g.kernel, g.strides, g.dilations, g.pads_begin
     bias = inputs[2] if len(inputs) > 2 else None
     act, params = activation(layer)
+    group = int(layer.attr("group", 1) or 1)
+    if group == 1 and inputs[1].host is not None and \
+            transposed_fit(w, be.max_dim):
+        # whole texels: 4 output channels per fragment, 4 input channels per load
+        n, c, h, wd = _as_2d(x)
+        y = out_metas[0].shape
+        _, m, oh, ow = _as_2d(y)
+        cbs = (c + 3) // 4
+        texes = [inputs[0], transposed_matrix(be, inputs[1], m, cbs * kh * kw),
+                 bias if bias is not None else be.r.dummy]
+        ints = [(n, c, h, wd), (m, oh, ow, 1), (kh, kw, sh, sw), (ph, pw, dh, dw),
+                (cbs, (m + 3) // 4, c, m), (int(bias is not None), cbs)]
+        return [be.run("conv", y, texes, ints=ints, floats=[(0,)] * 7 + [params],
+                       VARIANT="transposed", ACT=act, WMAT="true",
+                       BIAS=str(bias is not None).lower())]
     ints = [(kh, kw, int(layer.attr("group", 1) or 1), int(two)), (sh, sw, dh, dw),
             (ph, pw, int(bias is not None), 0)]
     texes = [inputs[0], inputs[1]] + ([bias] if bias is not None else [])

@@ -1,4 +1,4 @@
-"""Reductions, Softmax and LogSoftmax (shaders/pixel/reduce.wgsl)."""
+"""Reductions, Softmax and LogSoftmax (shaders/pixel/reduce.wgsl, softmax_axis.wgsl)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import numpy as np
 
 from engine.backends.gpu_pixel.kernels_rows import row_softmax, row_sum
 from engine.backends.gpu_pixel.kernels_shape import flat_copy
+from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 
 RANK = 6
@@ -78,6 +79,15 @@ for _op in REDUCE:
     _register_reduce(_op)
 
 
+def axis_softmax(be, x, shape, axis: int, op: str):
+    """Softmax or LogSoftmax over ``axis`` (not the last) of a rank >= 3 tensor."""
+    lay = layout_of(tuple(shape))
+    k = axis + len(lay.dims) - len(shape)
+    ints = [(lay.row_strides()[k], lay.blocked[k], lay.dims[k])]
+    return be.run("softmax_axis", tuple(shape), [x], ints=ints, OP=op,
+                  BLOCKED=str(k == lay.axis).lower())
+
+
 def _register_softmax(op):
     @pixel_kernel(op)
     def kernel(be, layer, inputs, in_metas, out_metas):
@@ -90,6 +100,9 @@ def _register_softmax(op):
         if axes == {rank - 1}:
             # the last axis runs along x: two passes over texture rows
             return [row_softmax(be, inputs[0], shape, op)]
+        if len(axes) == 1 and rank >= 3:
+            # one axis off x: its entries are texels of one column, a fixed row step apart
+            return [axis_softmax(be, inputs[0], shape, min(axes), op)]
         first = min(axes)
         inner = int(np.prod(shape[first:]))
         if axes == set(range(first, rank)) and inner == max(shape[first:]):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.gpu_pixel.kernels_reshape import reshape_copy
+from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel, value_reason
 from engine.ops.resize import axis_weights, resize_plan, source_coords
 
@@ -73,8 +74,8 @@ def resize(be, layer, inputs, in_metas, legacy):
         table = tap_table(attrs, transform, n_in, n_out, plan.scales[axis], plan.roi[axis])
         t = be.upload(table)
         shape[axis] = n_out
-        y = be.run("resize", tuple(shape), [x, t], ints=[(axis + RANK - rank,
-                                                          (table.shape[1] - 1) // 2)])
+        y = resize_axis(be, x, t, tuple(shape), axis + RANK - rank, (table.shape[1] - 1) // 2,
+                        n_in)
         be.free(t)
         if x is not inputs[0]:
             be.free(x)
@@ -82,6 +83,18 @@ def resize(be, layer, inputs, in_metas, legacy):
     if x is inputs[0]:  # nothing resized: a copy, one texel load each
         x = reshape_copy(be, x, tuple(shape))
     return [x]
+
+
+def resize_axis(be, x, table, shape, k: int, taps: int, n_in: int):
+    """One pass resizing padded axis ``k`` to ``shape`` by the tap table: whole texels when
+    ``k`` is not the blocked axis (resize_texel.wgsl), else one element per component."""
+    lay = layout_of(shape)
+    if k == lay.axis:
+        return be.run("resize", shape, [x, table], ints=[(k, taps)])
+    along_x = k == RANK - 1
+    rows = 0 if along_x else lay.row_strides()[k]
+    return be.run("resize_texel", shape, [x, table], ints=[(rows, taps, lay.dims[k], n_in)],
+                  ALONG_X=str(along_x).lower())
 
 
 @pixel_kernel("Resize", since=10, check=_check, tensors=(0,))

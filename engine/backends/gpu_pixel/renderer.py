@@ -133,9 +133,11 @@ class Renderer:
                                      (tex.width, tex.height, 1))
 
     # -- pipelines ---------------------------------------------------------------------------
-    def pipeline(self, shader: str, n_tex: int, **params):
-        """The render pipeline of ``shaders/pixel/<shader>.wgsl`` specialised by ``params``."""
-        return self.pipelines.get(RenderProgram(shader, n_tex, tuple(sorted(params.items()))))
+    def pipeline(self, shader: str, n_tex: int, targets: int = 1, **params):
+        """The render pipeline of ``shaders/pixel/<shader>.wgsl`` specialised by ``params``
+        (writing ``targets`` colour targets)."""
+        return self.pipelines.get(RenderProgram(shader, n_tex, tuple(sorted(params.items())),
+                                                targets))
 
     # -- passes ------------------------------------------------------------------------------
     def _enc(self):
@@ -264,6 +266,7 @@ class RenderProgram:
     shader: str
     n_tex: int
     params: tuple[tuple[str, object], ...] = ()
+    targets: int = 1
 
     def build(self, device) -> tuple:
         """(render pipeline, bind group layout, texture count)."""
@@ -284,6 +287,6 @@ class RenderProgram:
                 layout=layout,
                 vertex={"module": module, "entry_point": "vs_main"},
                 fragment={"module": module, "entry_point": "fs_main",
-                          "targets": [{"format": FORMAT}]},
+                          "targets": [{"format": FORMAT}] * self.targets},
                 primitive={"topology": "triangle-list"})
         return pipe, bgl, self.n_tex

@@ -1,0 +1,102 @@
+// 2-D convolution (1-D as H = 1) of groups aligned to 4 channels (or group 1), weights known.
+// A fragment computes 4 output channels of P pixels of one output row: columns x + j * Q for
+// j < P, written to colour target j (target 0 is the output, the others are copied into its
+// columns j * Q.. after the pass), so each weight texel it loads serves P pixels. Kernel size,
+// strides and dilations are fixed at specialisation (loops unroll, addresses fold); PAD
+// false: no pads, every tap of a real output pixel is inside the input, no bounds checks.
+// Fused activation ${ACT} (act4) with f[7].
+// X [N, C, H, W]; Wt: tap-major weights, texel (((ky * KW + kx) * CBG + cb) * 4 + j, mb) =
+// W[4 mb + j, 4 cb..4 cb + 3, ky, kx] (zero past M and past C / group), so the inner loop
+// over the group's input blocks reads 4 consecutive texels of one row; B [M].
+// i[0] = (N, C, H, W)   i[1] = (M, OH, OW, input blocks)   i[2] = (pad_top, pad_left, Q)
+// i[3] = (output blocks, input blocks per group (CBG), output channels per group, has bias)
+
+//!include pixel/act4.wgsl
+//!include pixel/conv_out${P}.wgsl
+
+const KH: u32 = ${KH}u;
+const KW: u32 = ${KW}u;
+const SH: i32 = ${SH};
+const SW: i32 = ${SW};
+const DH: i32 = ${DH};
+const DW: i32 = ${DW};
+const PAD: bool = ${PAD};
+const P: i32 = ${P};
+
+@group(0) @binding(1) var X: texture_2d<f32>;
+@group(0) @binding(2) var Wt: texture_2d<f32>;
+@group(0) @binding(3) var Bt: texture_2d<f32>;
+
+// input texel at column ix of row xr, zero outside the input (PAD)
+fn xat(ix: i32, xr: u32, wd: i32) -> vec4<f32> {
+    if (!PAD) {
+        return ld(X, u32(ix), xr);
+    }
+    let v = ld(X, u32(clamp(ix, 0, wd - 1)), xr);
+    return select(vec4<f32>(0.0), v, vec4<bool>(ix >= 0 && ix < wd));
+}
+
+fn mul4(x: vec4<f32>, w0: vec4<f32>, w1: vec4<f32>, w2: vec4<f32>, w3: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(dot(x, w0), dot(x, w1), dot(x, w2), dot(x, w3));
+}
+
+fn finish(acc: vec4<f32>, mb: u32) -> vec4<f32> {
+    var a = acc;
+    if (U.i[3].w != 0) {
+        a += ld(Bt, mb, 0u);
+    }
+    a = act4(a, U.f[7]);
+    let left = U.i[1].x - i32(mb * 4u);
+    return select(vec4<f32>(0.0), a, vec4<i32>(0, 1, 2, 3) < vec4<i32>(left));
+}
+
+@fragment
+fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
+    let p = vec2<u32>(pos.xy);
+    let H = U.i[0].z;
+    let Wd = U.i[0].w;
+    let oh_n = u32(U.i[1].y);
+    let mbs = u32(U.i[3].x);
+    let cbg = u32(U.i[3].y);
+    let step = U.i[2].z * SW;  // input columns between the fragment's pixels
+    let oh = i32(p.y % oh_n);
+    let t = p.y / oh_n;
+    let mb = t % mbs;
+    let n = t / mbs;
+    let cb0 = (mb * 4u) / u32(U.i[3].z) * cbg;
+    let xbase = (n * u32(U.i[1].w) + cb0) * u32(H);
+    let iy0 = oh * SH - U.i[2].x;
+    let ix0 = i32(p.x) * SW - U.i[2].y;
+    var a0 = vec4<f32>(0.0);
+    var a1 = vec4<f32>(0.0);
+    var a2 = vec4<f32>(0.0);
+    var a3 = vec4<f32>(0.0);
+    for (var ky = 0u; ky < KH; ky++) {
+        let iy = iy0 + i32(ky) * DH;
+        if (PAD && (iy < 0 || iy >= H)) {
+            continue;
+        }
+        for (var kx = 0u; kx < KW; kx++) {
+            let ix = ix0 + i32(kx) * DW;
+            var xr = xbase + u32(iy);
+            var wx = (ky * KW + kx) * cbg * 4u;
+            for (var cb = 0u; cb < cbg; cb++) {
+                let w0 = ld(Wt, wx, mb);
+                let w1 = ld(Wt, wx + 1u, mb);
+                let w2 = ld(Wt, wx + 2u, mb);
+                let w3 = ld(Wt, wx + 3u, mb);
+                a0 += mul4(xat(ix, xr, Wd), w0, w1, w2, w3);
+                if (P > 1) {
+                    a1 += mul4(xat(ix + step, xr, Wd), w0, w1, w2, w3);
+                }
+                if (P > 2) {
+                    a2 += mul4(xat(ix + 2 * step, xr, Wd), w0, w1, w2, w3);
+                    a3 += mul4(xat(ix + 3 * step, xr, Wd), w0, w1, w2, w3);
+                }
+                xr += u32(H);
+                wx += 4u;
+            }
+        }
+    }
+    return outputs(finish(a0, mb), finish(a1, mb), finish(a2, mb), finish(a3, mb));
+}
