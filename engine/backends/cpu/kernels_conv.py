@@ -5,8 +5,9 @@ convolutions are lowered to BLAS sgemm per group: pointwise ones straight on the
 others on im2col patch matrices, built and multiplied tile by tile on large outputs.
 Depthwise 2-D convolutions (one input channel per group) use a direct Numba kernel
 (``conv_depthwise``), which beats sgemm on such thin matrices. ConvTranspose is sgemm
-followed by a parallel col2im scatter. Bias and the fused activation (``engine.passes.fusion``) are applied to each
-block of the output right after it is computed.
+followed by a parallel col2im scatter. Bias and the fused activation
+(``engine.passes.fusion``) are applied to each block of the output right after it is
+computed.
 """
 
 from __future__ import annotations
