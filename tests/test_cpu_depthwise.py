@@ -112,3 +112,4 @@ def test_depthwise_many_channels_split_over_threads(rng):
     finally:
         kc.DW_CHUNK_MACS = saved
     close(got, ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 96))
+

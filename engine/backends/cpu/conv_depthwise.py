@@ -86,9 +86,10 @@ def _fill_any(x, c, phases, ph, pw, sh, sw):
 
 
 @njit(inline="always", **_OPTS)
-def _taps_row(acc, flat, w, m, i, kw, sh, sw, dh, dw, Wq, L, first):
-    """``acc += sum_j w[m, i, j] * tap(i, j)`` over the flat plane (``acc =`` if first)."""
-    a, ai = (i * dh) % sh, (i * dh) // sh
+def _taps_row(acc, flat, w, m, i, kw, sh, sw, dh, dw, Wq, L, first, base):
+    """``acc += sum_j w[m, i, j] * tap(i, j)`` over ``L`` values of the flat phase planes
+    from phase row ``base`` (``acc =`` if ``first``)."""
+    a, ai = (i * dh) % sh, base + (i * dh) // sh
     j = 0
     while j < kw:
         left = kw - j
@@ -160,7 +161,7 @@ def depthwise_nchw(x, w, out, g, mult, bias, act, params, res, post, pparams, m0
                 _fill_any(x, c, phases, ph, pw, sh, sw)
             cprev = c
         for i in range(kh):
-            _taps_row(acc, flat, w, m, i, kw, sh, sw, dh, dw, Wq, L, i == 0)
+            _taps_row(acc, flat, w, m, i, kw, sh, sw, dh, dw, Wq, L, i == 0, 0)
         b = bias[m] if bias.shape[0] > 0 else zero
         for y in range(oh):
             add = res[m, y] if has_res else out[m, y]

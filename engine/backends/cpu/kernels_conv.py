@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from engine.backends.cpu import conv_shift, threads
+from engine.backends.cpu import conv_direct, conv_shift, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
@@ -136,6 +136,11 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
             wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
             if wp.finite():  # else NaN/Inf weights would spread over whole tiles
                 plan.kind, plan.wino = "winograd", wp
+    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and x.dtype == np.float32
+            and conv_direct.wanted(C, M, g.kernel, g.strides, g.out_shape)):
+        plan.kind = "direct"
+        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.w3 = carr(w.reshape(M * C, *g.kernel))
     if (plan.kind == "im2col" and not plan.tiled and g.rank == 2 and group == 1
             and tuple(g.strides) == (1, 1) and conv_shift.wanted(M)):
         # small stride-1 outputs with few output channels: patch rows as whole shifted runs
@@ -213,6 +218,9 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
                     x[n], w3, out[n], gd, M // C, b, a0, params, res, post[0], post[1], lo, hi),
                 M, grain=plan.grain)
         return out
+    if plan.kind == "direct":
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_direct.run(plan.gd, plan.w3, plan.b, x, out, a0, params, res3, post)
     if plan.kind == "shift":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,
