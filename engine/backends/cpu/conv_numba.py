@@ -1,5 +1,5 @@
-"""Numba kernels of the CPU Conv/ConvTranspose (``kernels_conv``): im2col, col2im and the
-direct depthwise convolution.
+"""Numba kernels of the CPU Conv/ConvTranspose (``kernels_conv``): im2col and col2im (the
+direct depthwise convolution is ``conv_depthwise``).
 
 Inner loops index slices from 0 (never ``i + offset``): with a runtime offset Numba adds a
 negative-index wraparound test that keeps LLVM from vectorising the loop.
@@ -7,10 +7,7 @@ negative-index wraparound test that keeps LLVM from vectorising the loop.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
-
-from engine.backends.cpu.activation import _act
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -133,63 +130,3 @@ def col2im(cols, out, g, m0, m1):
 #: fast-math without "nnan"/"ninf": those let LLVM assume no NaN or Inf ever occurs, which
 #: drops the NaN tests of the fused activations (and broke their division checks)
 FAST_FINITE_FREE = {"nsz", "arcp", "contract", "afn", "reassoc"}
-
-
-@njit(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
-def depthwise2d(x, w, out, g, mult, bias, act, params, m0, m1):
-    """Direct depthwise conv. x: (C, H, W); w: (M, kh, kw) with M = C * mult; out: (M, oh, ow);
-    ``bias`` (M,) or empty, then the fused activation ``act`` (any ``activation`` code, the
-    CPU plan's SiLU and x * HardSigmoid included) with its two ``params``.
-
-    Each channel is copied into a zero-bordered plane split into stride phases
-    (``phase[a, b][r, q] = padded[r * sh + a, q * sw + b]``), so every tap becomes one
-    contiguous multiply-add over the whole flattened output plane: long, branch-free,
-    vectorised loops instead of short per-row ones. Inner loops index slices from 0 (not
-    ``i + offset``) so Numba emits no negative-index wraparound and LLVM can vectorise.
-    """
-    kh, kw, sh, sw, dh, dw, ph, pw = g
-    C, H, W = x.shape
-    M, oh, ow = out.shape
-    p0, p1 = params[0], params[1]
-    Hq = max(oh + ((kh - 1) * dh) // sh + 1, (H + ph + sh - 1) // sh)
-    Wq = max(ow + ((kw - 1) * dw) // sw, (W + pw + sw - 1) // sw)
-    pad = np.zeros((Hq * sh, Wq * sw), x.dtype)
-    unit = sh == 1 and sw == 1
-    phases = pad.reshape(1, Hq, Wq) if unit else np.empty((sh * sw, Hq, Wq), x.dtype)
-    flat = phases.reshape(sh * sw, -1)
-    L = (oh - 1) * Wq + ow
-    acc = np.empty(L, x.dtype)
-    cprev = -1
-    for m in range(m0, m1):
-        c = m // mult
-        if c != cprev:
-            for r in range(H):
-                dst = pad[r + ph, pw:]
-                src = x[c, r]
-                for q in range(W):
-                    dst[q] = src[q]
-            if not unit:
-                for a in range(sh):
-                    for b in range(sw):
-                        ph_ab = phases[a * sw + b]
-                        for r in range(Hq):
-                            prow = pad[r * sh + a, b::sw]
-                            drow = ph_ab[r]
-                            for q in range(Wq):
-                                drow[q] = prow[q]
-            cprev = c
-        acc[:] = 0
-        for i in range(kh):
-            a, ai = (i * dh) % sh, (i * dh) // sh
-            for j in range(kw):
-                b, bj = (j * dw) % sw, (j * dw) // sw
-                wv = w[m, i, j]
-                src = flat[a * sw + b, ai * Wq + bj:]
-                for t in range(L):
-                    acc[t] += wv * src[t]
-        bv = bias[m] if bias.shape[0] > 0 else p0 - p0
-        for y in range(oh):
-            o = out[m, y]
-            av = acc[y * Wq:]
-            for q in range(ow):
-                o[q] = _act(av[q] + bv, act, p0, p1)

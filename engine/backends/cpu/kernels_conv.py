@@ -3,10 +3,11 @@
 Every case is run as 3-D (1-D and 2-D inputs get leading size-1 spatial axes). Group
 convolutions are lowered to BLAS sgemm per group: pointwise ones straight on the input,
 others on im2col patch matrices, built and multiplied tile by tile on large outputs.
-Depthwise 2-D convolutions (one input channel per group) use a direct Numba kernel, which
-beats sgemm on such thin matrices. ConvTranspose is sgemm followed by a parallel col2im
-scatter. Bias and the fused activation (``engine.passes.fusion``) are applied to each
-block of the output right after it is computed.
+Depthwise 2-D convolutions (one input channel per group) use a direct Numba kernel
+(``conv_depthwise``), which beats sgemm on such thin matrices. ConvTranspose is sgemm
+followed by a parallel col2im scatter. Bias and the fused activation
+(``engine.passes.fusion``) are applied to each block of the output right after it is
+computed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 
 import numpy as np
 
-from engine.backends.cpu import conv_shift, threads
+from engine.backends.cpu import conv_direct, conv_shift, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
@@ -26,7 +27,8 @@ from engine.backends.cpu.activation import (
     carr,
     epilogue,
 )
-from engine.backends.cpu.conv_numba import col2im, depthwise2d, im2col
+from engine.backends.cpu.conv_depthwise import depthwise_nchw
+from engine.backends.cpu.conv_numba import col2im, im2col
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
@@ -46,6 +48,8 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
+#: fewest multiply-adds per parallel chunk of a depthwise Conv
+DW_CHUNK_MACS = 1_000_000
 #: fewest output positions per im2col tile (rounded down to whole output rows)
 TILE_COLS = 512
 
@@ -104,7 +108,7 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
         plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
         plan.w3 = carr(w.reshape(M, *g.kernel))
         plan.b = b
-        plan.grain = max(1, 400_000 // max(1, P * plan.w3[0].size))  # ~50 us a chunk
+        plan.grain = max(1, DW_CHUNK_MACS // max(1, P * plan.w3[0].size))
         layer.__dict__["_cpu_conv_plan"] = plan
         return plan
     plan.K = K = int(np.prod(g.kernel))
@@ -132,6 +136,11 @@ def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
             wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
             if wp.finite():  # else NaN/Inf weights would spread over whole tiles
                 plan.kind, plan.wino = "winograd", wp
+    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and x.dtype == np.float32
+            and conv_direct.wanted(C, M, g.kernel, g.strides, g.out_shape)):
+        plan.kind = "direct"
+        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.w3 = carr(w.reshape(M * C, *g.kernel))
     if (plan.kind == "im2col" and not plan.tiled and g.rank == 2 and group == 1
             and tuple(g.strides) == (1, 1) and conv_shift.wanted(M)):
         # small stride-1 outputs with few output channels: patch rows as whole shifted runs
@@ -200,11 +209,18 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
     x = carr(x)
     if plan.kind == "depthwise":
         gd, w3, b = plan.gd, plan.w3, plan.b
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        none = np.zeros((0, 1, 1), x.dtype)
         for n in range(N):
+            res = none if res3 is None else res3[n].reshape(out.shape[1:])
             threads.parallel_for(
-                lambda lo, hi, n=n: depthwise2d(x[n], w3, out[n], gd, M // C, b, a0, params,
-                                                lo, hi), M, grain=plan.grain)
-        return _residual(out, out3, res3, fz)
+                lambda lo, hi, n=n, res=res: depthwise_nchw(
+                    x[n], w3, out[n], gd, M // C, b, a0, params, res, post[0], post[1], lo, hi),
+                M, grain=plan.grain)
+        return out
+    if plan.kind == "direct":
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_direct.run(plan.gd, plan.w3, plan.b, x, out, a0, params, res3, post)
     if plan.kind == "shift":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,

@@ -9,6 +9,8 @@ reads, saving a pass over memory and a layer's dispatch:
   still in cache;
 * Conv -> Sigmoid + Mul (SiLU), Conv -> HardSigmoid + Mul, Conv -> HardSwish: the
   activation becomes the Conv's epilogue (when the Conv has no fused activation yet);
+  HardSwish and HardSigmoid written out with Add/Clip/Mul/Div likewise
+  (``step_fusion_conv``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
 * attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``;
 * MatMul by a constant weight + bias Add [+ GELU | + residual Add]: ``step_fusion_linear``.
@@ -28,6 +30,7 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
+from engine.backends.cpu.step_fusion_conv import match_clip_div, match_hswish_exported
 from engine.backends.cpu.step_fusion_linear import match_linear
 from engine.backends.cpu.step_fusion_nlp import (
     match_attention,
@@ -70,7 +73,7 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
         if i in owner or st[3] is None or st[1] is None or not _plain(layer):
             continue
         if layer.op_type == "Conv":
-            fused = _conv_chain(i, steps, st[3], only_users)
+            fused = _conv_chain(i, steps, st[3], only_users, constants)
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
             fused = _bn_relu(i, steps, st[3], only_users)
         elif layer.op_type == "MatMul":
@@ -121,7 +124,11 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
     return [st[:5] + (tuple(g),) + st[6:] for st, g in zip(out, gone)]
 
 
-def _conv_chain(i, steps, t, only_users):
+def _conv_chain(i, steps, t, only_users, constants):
+    for match in (match_hswish_exported, match_clip_div):
+        fused = match(i, steps, t, only_users, constants)
+        if fused is not None:
+            return fused
     conv_layer = steps[i][0]
     n_in = len(steps[i][2])
     u = only_users(t, 1)

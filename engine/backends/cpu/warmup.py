@@ -24,6 +24,7 @@ def _layer(op: str, outputs: int = 1, **attrs) -> Layer:
 
 def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     """(label, op types it covers, job)."""
+    from engine.backends.cpu import conv_direct as cd
     from engine.backends.cpu import kernels_conv as kc
     from engine.backends.cpu import kernels_elementwise as ke
     from engine.backends.cpu import kernels_gemm as kg
@@ -43,6 +44,9 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
         ("Conv (shifted rows)", ("Conv",), lambda: kc.Conv(
             _layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
         ("Conv (Winograd)", ("Conv",), kw.warm_up),
+        ("Conv (direct, few output channels)", ("Conv",), lambda: cd.run(
+            (3, 3, 1, 1, 1, 1, 1, 1), r(8, 3, 3), r(2), x, np.empty((1, 2, 6, 6), dtype), 1,
+            np.zeros(2, dtype), None, (0, np.zeros(2, dtype)))),
         ("Conv (depthwise)", ("Conv",), lambda: kc.Conv(
             _layer("Conv", group=4, strides=[2, 2]), [x, r(8, 1, 3, 3)])),
         ("ConvTranspose", ("ConvTranspose",), lambda: kc.ConvTranspose(

@@ -1,0 +1,102 @@
+"""Conv chains of exported MobileNet-style models that the CPU plan fuses into the Conv's
+epilogue (called by ``step_fusion._conv_chain``):
+
+* HardSwish as older exporters write it, ``x * Clip(x + 3, 0, 6) / 6``: Conv -> Add 3 ->
+  Clip(0, 6) -> Mul(conv, .) -> Div 6 becomes ``x * HardSigmoid(x; 1/6, 1/2)``, four
+  elementwise passes (and layers) fewer;
+* HardSigmoid the same way, ``Clip(x, 0, c) / c`` (the import pass already folds a
+  preceding ``+ 3`` into the bias): Conv with a fused Clip(0, c) -> Div c becomes
+  ``HardSigmoid(x; 1/c, 0)``.
+
+The rewritten forms equal the exported ones up to rounding (a few ulp), NaN and +-Inf
+included: -Inf gives NaN in both (-Inf * 0), +Inf gives +Inf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.cpu.activation import ACT_HARDSIGMOID, ACT_XHARDSIGMOID
+
+
+def _plain(layer) -> bool:
+    return layer.domain in ("", "ai.onnx") and not layer.captures
+
+
+def _scalar(constants: dict, name: str) -> float | None:
+    value = constants.get(name)
+    if value is None or np.size(value) != 1 or np.asarray(value).dtype.kind != "f":
+        return None
+    return float(np.asarray(value).reshape(-1)[0])
+
+
+def _ok(steps, j) -> bool:
+    st = steps[j]
+    return _plain(st[0]) and st[1] is not None and st[3] is not None
+
+
+def _only(steps, only_users, name: str, op_type: str) -> int | None:
+    u = only_users(name, 1)
+    if u is None or steps[u[0]][0].op_type != op_type or not _ok(steps, u[0]):
+        return None
+    return u[0]
+
+
+def _clip_bounds(steps, j, constants) -> tuple[float | None, float | None]:
+    layer, ins = steps[j][0], steps[j][2]
+    if len(ins) == 1:  # opset < 11: attributes
+        return layer.attr("min", None), layer.attr("max", None)
+    lo = _scalar(constants, ins[1]) if len(ins) > 1 and ins[1] else None
+    hi = _scalar(constants, ins[2]) if len(ins) > 2 and ins[2] else None
+    return lo, hi
+
+
+def match_hswish_exported(i, steps, t, only_users, constants):
+    """Conv output ``t`` read by Add(t, 3) and Mul(t, Clip(., 0, 6)), then Div 6."""
+    u = only_users(t, 2)
+    if u is None or steps[i][0].attr("activation"):
+        return None
+    ops = {steps[j][0].op_type: j for j in u}
+    if set(ops) != {"Add", "Mul"} or not all(_ok(steps, j) for j in u):
+        return None
+    add, mul = ops["Add"], ops["Mul"]
+    a_ins = steps[add][2]
+    if len(a_ins) != 2 or t not in a_ins:
+        return None
+    if _scalar(constants, a_ins[1] if a_ins[0] == t else a_ins[0]) != 3.0:
+        return None
+    clip = _only(steps, only_users, steps[add][3], "Clip")
+    if clip is None or steps[clip][2][0] != steps[add][3] \
+            or _clip_bounds(steps, clip, constants) != (0.0, 6.0):
+        return None
+    if only_users(steps[clip][3], 1) != [mul] \
+            or sorted(steps[mul][2]) != sorted([t, steps[clip][3]]):
+        return None
+    div = _only(steps, only_users, steps[mul][3], "Div")
+    if div is None or steps[div][2][0] != steps[mul][3] or len(steps[div][2]) != 2 \
+            or _scalar(constants, steps[div][2][1]) != 6.0:
+        return None
+    return _fused(steps[i], (ACT_XHARDSIGMOID, 1.0 / 6.0, 0.5)), [add, clip, mul, div], \
+        steps[div][3]
+
+
+def match_clip_div(i, steps, t, only_users, constants):
+    """Conv with a fused Clip(0, c), its output's only reader Div by the constant c."""
+    layer = steps[i][0]
+    act = layer.attr("activation")
+    act = act.decode() if isinstance(act, bytes) else act
+    params = list(layer.attr("activation_params") or [])
+    if act != "Clip" or len(params) != 2 or params[0] != 0.0 or not params[1] > 0.0:
+        return None
+    div = _only(steps, only_users, t, "Div")
+    if div is None or steps[div][2][0] != t or len(steps[div][2]) != 2 \
+            or _scalar(constants, steps[div][2][1]) != float(np.float32(params[1])):
+        return None
+    return _fused(steps[i], (ACT_HARDSIGMOID, 1.0 / params[1], 0.0)), [div], steps[div][3]
+
+
+def _fused(conv_step, act):
+    from engine.backends.cpu.kernels_conv import conv
+
+    n_in = len(conv_step[2])
+    return lambda layer, args: conv(layer, args[:n_in], act=act)
