@@ -20,7 +20,7 @@ from engine.backends.cpu.interpreter import kernel_failure
 from engine.errors import EngineError, KernelError, UnsupportedOpError
 from engine.model import Layer
 from engine.ops import op_for
-from engine.ops.base import Meta
+from engine.ops.base import Meta, meta_of
 from engine.plan import NATIVE, SYMBOLIC, UNDECIDED, Placement, Plan
 from engine.profile import LayerTiming
 from engine.run_branch import run_if as _run_if
@@ -34,14 +34,6 @@ class Slot:
 
     def __init__(self, meta: Meta, cpu: Any = None, dev: Any = None):
         self.meta, self.cpu, self.dev = meta, cpu, dev
-
-
-def meta_of(value: Any) -> Meta:
-    if isinstance(value, np.ndarray):
-        return Meta.of(value)
-    if isinstance(value, np.generic):
-        return Meta.of(np.asarray(value))
-    return Meta((), np.dtype(object), value)
 
 
 def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],

@@ -38,6 +38,16 @@ class Meta:
         return int(math.prod(self.shape))  # (np.prod costs microseconds on short tuples)
 
 
+def meta_of(value) -> Meta:
+    """The Meta of a CPU value: an array, a NumPy scalar, or anything else (a sequence or an
+    optional's None: an object 'tensor' of shape ())."""
+    if isinstance(value, np.ndarray):
+        return Meta.of(value)
+    if isinstance(value, np.generic):
+        return Meta.of(np.asarray(value))
+    return Meta((), np.dtype(object), value)
+
+
 class Op:
     """Shape/attribute logic of one ONNX operator (one version range)."""
 

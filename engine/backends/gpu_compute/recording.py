@@ -23,6 +23,9 @@ from engine.ops.base import Meta
 
 #: CPU layers whose outputs depend only on their inputs' shapes
 SHAPE_OPS = ("Shape", "Size")
+#: layers whose outputs differ from run to run whatever their inputs
+RANDOM_OPS = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+              "Multinomial", "Bernoulli", "Dropout")
 
 
 class WatchedMeta(Meta):
@@ -52,12 +55,14 @@ def static_tensors(model, placement) -> tuple[set[str], str | None]:
     depends on input values (then it cannot be replayed)."""
     static = set(model.constants)
     for layer in model.layers:
-        if placement[layer.name].backend is not BackendType.CPU:
-            continue
         names = [n for n in layer.all_inputs() if n]
-        if layer.op_type in SHAPE_OPS or all(n in static for n in names):
+        if layer.op_type in RANDOM_OPS:
+            fixed = False
+        else:  # a GPU layer on fixed values makes fixed values too (Range on shapes)
+            fixed = layer.op_type in SHAPE_OPS or all(n in static for n in names)
+        if fixed:
             static.update(o for o in layer.outputs if o)
-        else:
+        elif placement[layer.name].backend is BackendType.CPU:
             return static, f"CPU layer {layer.name!r} ({layer.op_type}) computes on input values"
     for layer in model.layers:  # inputs whose values decide a GPU layer's output shapes
         op = op_for(layer)

@@ -227,8 +227,6 @@ class Replays:
         self.status: dict = {}
 
     def start(self, worker, plan, feeds: dict, futures: dict, keep: set):
-        from engine.backends.gpu_compute.recording import Recorder
-
         backend = self.backend
         backend._rec = None
         sig = plan.signature
@@ -243,7 +241,7 @@ class Replays:
         runs = self._runs[sig] = self._runs.get(sig, 0) + 1
         if not self.RECORD_AT <= runs <= self.LAST_TRY:
             return None
-        rec = Recorder(worker.model, plan, feeds)
+        rec = self.recorder(worker.model, plan, feeds)
         if rec.reason:
             self.status[sig] = rec.reason
             return None
@@ -252,8 +250,6 @@ class Replays:
         return None
 
     def finish(self, outputs: dict) -> None:
-        from engine.backends.gpu_compute.recording import build
-
         backend = self.backend
         rec, backend._rec = backend._rec, None
         if rec is None:
@@ -262,13 +258,23 @@ class Replays:
         if problem:
             self.status[rec.signature] = problem
             return
-        self._by_sig[rec.signature] = build(backend, rec, outputs)
+        self._by_sig[rec.signature] = self.build(backend, rec, outputs)
         self.status[rec.signature] = "replayed"
         while len(self._by_sig) > self.MAX:
             sig, old = self._by_sig.popitem(last=False)
             old.release()
             self.status.pop(sig, None)
             self._runs.pop(sig, None)
+
+    def recorder(self, model, plan, feeds: dict):
+        from engine.backends.gpu_compute.recording import Recorder
+
+        return Recorder(model, plan, feeds)
+
+    def build(self, backend, rec, outputs: dict):
+        from engine.backends.gpu_compute.recording import build
+
+        return build(backend, rec, outputs)
 
     def clear(self) -> None:
         for replay in self._by_sig.values():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future
 from typing import Any
 
@@ -13,7 +14,9 @@ from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels import KERNELS
 from engine.backends.gpu_pixel.kernels_conv import matrix_fit_reason
 from engine.backends.gpu_pixel.layout import fit_reason, layout_of, pack, unpack
+from engine.backends.gpu_pixel.recording import raw_host
 from engine.backends.gpu_pixel.renderer import MAX_INPUTS, Renderer, Tex, pack_params
+from engine.backends.gpu_pixel.replay import PixelReplays
 from engine.errors import EngineError, GPUError, KernelError
 from engine.model import Layer
 from engine.ops import op_for
@@ -26,13 +29,29 @@ class GpuPixelBackend(Backend):
     type = BackendType.GPU_PIXEL
     kernels = KERNELS
 
-    def __init__(self, adapter: str | None = None, timestamps: bool = True):
+    def __init__(self, adapter: str | None = None, timestamps: bool = True,
+                 replay: bool | None = None):
+        """``replay``: record a plan's passes once and replay them in later runs of its
+        input signature (``replay.py``)."""
         self.dev = get_device(adapter)
+        self.device = self.dev.device
         self.r = Renderer(self.dev)
         self.r.timestamps = self.r.timestamps and timestamps
         self.max_dim = self.r.max_dim
         self.label = ""
         self._closed = False
+        self.replay = replay if replay is not None else \
+            os.environ.get("ENGINE_GPU_REPLAY", "1") != "0"
+        self._replays = PixelReplays(self)
+
+    @property
+    def _rec(self):
+        """The recording.PixelRecorder of the run being recorded (the renderer reports to it)."""
+        return self.r.rec
+
+    @_rec.setter
+    def _rec(self, rec) -> None:
+        self.r.rec = rec
 
     # -- placement ---------------------------------------------------------------------------
     def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
@@ -69,23 +88,38 @@ class GpuPixelBackend(Backend):
     # -- memory ------------------------------------------------------------------------------
     def upload(self, array: np.ndarray) -> PixelTensor:
         self._check_open()
-        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or \
-                fit_reason(array.shape, self.max_dim) is not None:
-            return PixelTensor(None, None, array)
-        # the texture is written on first use (tex_of): weights that kernels re-wrap never
-        # need their plain layout
-        return PixelTensor(layout_of(array.shape), None, array)
+        lay = None
+        if isinstance(array, np.ndarray) and array.dtype == np.float32 and \
+                fit_reason(array.shape, self.max_dim) is None:
+            # the texture is written on first use (tex_of): weights that kernels re-wrap
+            # never need their plain layout
+            lay = layout_of(array.shape)
+        rec = self.r.rec
+        handle = rec.feed_handle(lay, array) if rec is not None else None
+        return handle if handle is not None else PixelTensor(lay, None, array)
+
+    def host_dtype(self, handle: PixelTensor):
+        """The dtype of ``handle``'s host array (None: it has none)."""
+        host = raw_host(handle)
+        return None if host is None else host.dtype
+
+    def as_float32(self, handle: PixelTensor) -> PixelTensor:
+        """A float32 copy of ``handle``'s host array, uploaded as a new handle."""
+        array = np.ascontiguousarray(raw_host(handle), dtype=np.float32)
+        if self.r.rec is not None:
+            self.r.rec.converted(handle, array, np.float32)
+        return self.upload(array)
 
     def _upload_texture(self, handle: PixelTensor) -> None:
-        lay = handle.layout
+        lay, host = handle.layout, raw_host(handle)
         tex = self.r.alloc(lay.width, lay.height, for_write=True)
-        self.r.write(tex, pack(handle.host))
+        self.r.write(tex, pack(host), source=host)
         handle.tex = tex
 
     def tex_of(self, handle: PixelTensor) -> Tex:
         """The texture of ``handle`` (uploading its host array if it has none yet)."""
         if handle.tex is None:
-            host = handle.host
+            host = raw_host(handle)
             if host is None:
                 raise KernelError("a tensor was used after it was freed")
             why = fit_reason(host.shape, self.max_dim)
@@ -104,10 +138,10 @@ class GpuPixelBackend(Backend):
             fut: Future = Future()
             if handle is None:  # an empty optional value has no data to copy
                 fut.set_result(None)
-            elif handle.host is None:
+            elif raw_host(handle) is None:
                 fut.set_exception(EngineError("the tensor's data was already freed"))
             else:
-                fut.set_result(handle.host)
+                fut.set_result(raw_host(handle))
             return fut
         shape = handle.layout.shape
         dtype = meta.dtype
@@ -140,6 +174,11 @@ class GpuPixelBackend(Backend):
         if kernel is None:
             raise KernelError(f"layer {layer.name!r}: GPU_PIXEL has no {layer.op_type} kernel")
         self.label = layer.name
+        rec = self.r.rec
+        if rec is not None:
+            in_metas = rec.watch(layer, in_metas)
+            rec.watch_handles(layer, inputs)
+            rec.layer = layer.name
         try:
             with gpu_errors(f"layer {layer.name!r} ({layer.op_type})"):
                 outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
@@ -172,6 +211,21 @@ class GpuPixelBackend(Backend):
         self.r.draw(self.label, pipe, out, texes, pack_params(out_lay, lays, ints, floats))
         return PixelTensor(out_lay, out)
 
+    # -- replay -----------------------------------------------------------------------------
+    @property
+    def replay_status(self) -> dict:
+        """{input signature: "replayed" | "recording" | why the plan is not replayed}."""
+        return self._replays.status
+
+    def replay_run(self, worker, plan, feeds: dict, futures: dict, keep: set):
+        """The run loop of a replayed ``plan``, or None: the worker runs its normal loop
+        (which this call may have armed to record the run for the next ones)."""
+        return self._replays.start(worker, plan, feeds, futures, keep)
+
+    def end_run(self, outputs: dict) -> None:
+        """A normal run handed its outputs over (``outputs``: {name: Slot})."""
+        self._replays.finish(outputs)
+
     def flush(self) -> None:
         if not self._closed:
             self.r.flush()
@@ -183,6 +237,8 @@ class GpuPixelBackend(Backend):
 
     def close(self) -> None:
         if not self._closed:
+            self.r.rec = None
+            self._replays.clear()
             self.r.close()
             self._closed = True
 

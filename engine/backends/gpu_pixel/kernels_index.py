@@ -26,11 +26,11 @@ REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
 
 def float_texture(be, h):
     """``h`` as a float32 texture handle (host integer or bool arrays uploaded once)."""
-    if h.tex is not None or h.host is None or h.host.dtype == np.float32:
+    if h.tex is not None or be.host_dtype(h) in (None, np.float32):
         return h
     d = h.derived.get("float32")
     if d is None:
-        d = h.derived["float32"] = be.upload(np.ascontiguousarray(h.host, dtype=np.float32))
+        d = h.derived["float32"] = be.as_float32(h)
     return d
 
 

@@ -8,23 +8,22 @@ pipeline. All methods run on the engine thread.
 
 from __future__ import annotations
 
-import struct
 from concurrent.futures import Future
-from dataclasses import dataclass
 
 import numpy as np
 
-from engine.backends.gpu_common import gpu_errors, load_shader
+from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.pipelines import pipeline_cache
 from engine.backends.gpu_common.timestamps import Timestamps
-from engine.backends.gpu_pixel.layout import TexLayout
+from engine.backends.gpu_pixel.programs import (  # noqa: F401 - re-exported
+    FORMAT,
+    MAX_CACHED_UNIFORMS,
+    PARAM_WORDS,
+    RenderProgram,
+    pack_params,
+)
 
-FORMAT = "rgba32float"
-#: 32-bit words of the shaders' ``Params`` uniform block (common.wgsl)
-PARAM_WORDS = 16 + 8 * 16 + 8 * 4 + 8 * 4
 MAX_INPUTS = 8
-#: uniform blocks kept (with the bind groups that use them) before the caches start over
-MAX_CACHED_UNIFORMS = 8192
 
 
 class Tex:
@@ -35,40 +34,6 @@ class Tex:
     def __init__(self, texture, width: int, height: int):
         self.texture, self.width, self.height = texture, width, height
         self.view = texture.create_view()
-
-
-_PACKED: dict[tuple, bytes] = {}
-
-
-def pack_params(out: TexLayout, inputs: list[TexLayout | None], ints=(), floats=()) -> bytes:
-    """The uniform block of one pass: output and input layouts, then kernel parameters
-    (remembered: a run of a plan packs the same blocks as the run before it)."""
-    # floats by their bits: -0.0 and 0.0 compare equal but pack differently
-    flat = [float(v) for vec in floats for v in vec]
-    key = (out, tuple(inputs), tuple(map(tuple, ints)), tuple(map(len, floats)),
-           struct.pack(f"{len(flat)}d", *flat))
-    packed = _PACKED.get(key)
-    if packed is None:
-        if len(_PACKED) >= MAX_CACHED_UNIFORMS:
-            _PACKED.clear()
-        packed = _PACKED[key] = _pack(out, inputs, ints, floats)
-    return packed
-
-
-def _pack(out: TexLayout, inputs: list[TexLayout | None], ints, floats) -> bytes:
-    words = np.zeros(PARAM_WORDS, np.uint32)
-    words[0:16] = out.desc_words()
-    for k, lay in enumerate(inputs):
-        if lay is not None:
-            words[16 + 16 * k:32 + 16 * k] = lay.desc_words()
-    base = 16 + 8 * 16
-    iv = words[base:base + 32].view(np.int32)
-    for k, vec in enumerate(ints):
-        iv[4 * k:4 * k + len(vec)] = [int(v) for v in vec]
-    fv = words[base + 32:base + 64].view(np.float32)
-    for k, vec in enumerate(floats):
-        fv[4 * k:4 * k + len(vec)] = [float(v) for v in vec]
-    return words.tobytes()
 
 
 class Renderer:
@@ -98,6 +63,10 @@ class Renderer:
         # until close) are therefore made once, and a repeated run records passes only.
         self._uniforms: dict[bytes, object] = {}
         self._groups: dict[tuple, object] = {}
+        #: a recording.PixelRecorder while a run is recorded for replay
+        self.rec = None
+        #: textures a replay holds for its outputs: {id: called when a tensor releases it}
+        self.owned: dict[int, object] = {}
 
     # -- textures ----------------------------------------------------------------------------
     def _new_texture(self, width: int, height: int) -> Tex:
@@ -114,19 +83,46 @@ class Renderer:
     def alloc(self, width: int, height: int, for_write: bool = False) -> Tex:
         """A texture of this size; ``for_write`` ones get queue writes, so never a dirty one."""
         key = (width, height)
+        tex = None
         if not for_write:
             for i, t in enumerate(self._dirty):
                 if (t.width, t.height) == key:
-                    return self._dirty.pop(i)
-        free = self._clean.get(key)
-        if free:
-            return free.pop()
-        return self._new_texture(width, height)
+                    tex = self._dirty.pop(i)
+                    break
+        if tex is None:
+            free = self._clean.get(key)
+            tex = free.pop() if free else self._new_texture(width, height)
+        if self.rec is not None:
+            self.rec.took(tex)
+        return tex
 
     def release(self, tex: Tex) -> None:
+        back = self.owned.get(id(tex))
+        if back is not None:  # a replay's output texture: the replay reuses it
+            back(tex)
+            return
         self._dirty.append(tex)
 
-    def write(self, tex: Tex, texels: np.ndarray) -> None:
+    # -- textures held by replays ------------------------------------------------------------
+    def take_out(self, textures: list[Tex]) -> None:
+        """Remove ``textures`` from the free lists: a replay keeps them."""
+        ids = {id(t) for t in textures}
+        self._dirty = [t for t in self._dirty if id(t) not in ids]
+        for key, free in self._clean.items():
+            self._clean[key] = [t for t in free if id(t) not in ids]
+
+    def give_back(self, textures: list[Tex]) -> None:
+        """Textures a dropped replay held (free once the work submitted so far is done)."""
+        self._dirty.extend(textures)
+
+    def new_owned(self, width: int, height: int) -> Tex:
+        """A new texture outside the pool (for a replay's outputs)."""
+        return self._new_texture(width, height)
+
+    def write(self, tex: Tex, texels: np.ndarray, source=None) -> None:
+        """Queue a write of all of ``tex`` (``source``: the host array it was packed from)."""
+        if self.rec is not None:
+            self.rec.wrote(tex, texels, source)
         with gpu_errors("uploading a tensor"):
             self.queue.write_texture({"texture": tex.texture, "origin": (0, 0, 0)}, texels,
                                      {"offset": 0, "bytes_per_row": tex.width * 16},
@@ -151,8 +147,10 @@ class Renderer:
     def draw(self, label: str, pipe, out: Tex, textures: list[Tex], params: bytes) -> None:
         """Record one render pass: ``pipe``'s fragment shader over all of ``out``."""
         pipeline, bgl, n_tex = pipe
+        if self.rec is not None:
+            self.rec.drew(label, pipe, out, textures, params)
         with gpu_errors(f"recording {label}"):
-            group = self._bind_group(bgl, n_tex, textures, params)
+            group = self.bind_group(bgl, n_tex, textures, params)
             rp = self._enc().begin_render_pass(
                 color_attachments=[{"view": out.view, "load_op": "clear", "store_op": "store",
                                     "clear_value": (0.0, 0.0, 0.0, 0.0)}],
@@ -162,7 +160,7 @@ class Renderer:
             rp.draw(3)
             rp.end()
 
-    def _bind_group(self, bgl, n_tex: int, textures: list[Tex], params: bytes):
+    def bind_group(self, bgl, n_tex: int, textures: list[Tex], params: bytes):
         ubuf = self._uniforms.get(params)
         if ubuf is None:
             if len(self._uniforms) >= MAX_CACHED_UNIFORMS:
@@ -185,10 +183,16 @@ class Renderer:
     def copy_rows(self, src: Tex, dst: Tex, y: int) -> None:
         """Record a copy of all of ``src`` into ``dst`` from row ``y`` on (a transfer, not a
         pass: it keeps the rest of ``dst``, in order with the passes around it)."""
+        if self.rec is not None:
+            self.rec.copied(src, dst, y)
         with gpu_errors("copying a texture"):
-            self._enc().copy_texture_to_texture(
-                {"texture": src.texture, "origin": (0, 0, 0)},
-                {"texture": dst.texture, "origin": (0, y, 0)}, (src.width, src.height, 1))
+            self.record_copy(self._enc(), src, dst, y)
+
+    @staticmethod
+    def record_copy(encoder, src: Tex, dst: Tex, y: int) -> None:
+        encoder.copy_texture_to_texture({"texture": src.texture, "origin": (0, 0, 0)},
+                                        {"texture": dst.texture, "origin": (0, y, 0)},
+                                        (src.width, src.height, 1))
 
     def flush(self) -> None:
         """Submit what was recorded; start reading its timestamps back."""
@@ -243,6 +247,11 @@ class Renderer:
         times = self._stamps.collect() if self._stamps else None
         return times.result() if times is not None else {}
 
+    def add_timings(self, times: Future) -> None:
+        """Merge a future of {layer: GPU ms} (a replay's stamps) into this run's."""
+        if self._stamps:
+            self._stamps.add(times)
+
     def discard_timings(self) -> None:
         if self._stamps:
             self._stamps.begin_run()
@@ -255,38 +264,5 @@ class Renderer:
             except Exception:  # already gone with the device
                 pass
         self._all, self._clean, self._dirty = [], {}, []
+        self.owned, self.rec = {}, None
         self._uniforms, self._groups = {}, {}
-
-
-@dataclass(frozen=True)
-class RenderProgram:
-    """A pixel shader file, its texture count and template parameters (the cache key); its
-    render pipeline is built once per device."""
-
-    shader: str
-    n_tex: int
-    params: tuple[tuple[str, object], ...] = ()
-    targets: int = 1
-
-    def build(self, device) -> tuple:
-        """(render pipeline, bind group layout, texture count)."""
-        import wgpu
-
-        source = load_shader(f"pixel/{self.shader}.wgsl", prelude="pixel/common.wgsl",
-                             **dict(self.params))
-        entries = [{"binding": 0, "visibility": wgpu.ShaderStage.FRAGMENT,
-                    "buffer": {"type": wgpu.BufferBindingType.uniform}}]
-        entries += [{"binding": 1 + k, "visibility": wgpu.ShaderStage.FRAGMENT,
-                     "texture": {"sample_type": wgpu.TextureSampleType.unfilterable_float,
-                                 "view_dimension": "2d"}} for k in range(self.n_tex)]
-        with gpu_errors(f"compiling shader pixel/{self.shader}.wgsl"):
-            module = device.create_shader_module(code=source)
-            bgl = device.create_bind_group_layout(entries=entries)
-            layout = device.create_pipeline_layout(bind_group_layouts=[bgl])
-            pipe = device.create_render_pipeline(
-                layout=layout,
-                vertex={"module": module, "entry_point": "vs_main"},
-                fragment={"module": module, "entry_point": "fs_main",
-                          "targets": [{"format": FORMAT}] * self.targets},
-                primitive={"topology": "triangle-list"})
-        return pipe, bgl, self.n_tex

@@ -1,0 +1,153 @@
+"""Recording a fixed list of render passes with as little Python per pass as possible.
+
+wgpu-py's ``begin_render_pass`` builds its C descriptor (color attachment, clear colour,
+timestamp writes, label) in Python for every pass, then wraps the pass encoder in a Python
+object whose methods each go through an error-capturing proxy: ~80 µs a pass on this
+machine. A replayed plan draws the same passes every run, so ``PassList`` builds each pass's
+``WGPURenderPassDescriptor`` once and records a pass with five direct wgpu-native calls.
+
+This is the only module that touches wgpu-py's internals (its cffi ``ffi`` and ``lib``). It
+does so only for the wgpu version it was written against (``RAW_VERSIONS``) and when every
+function and constant it needs is there; otherwise, or with ``raw=False``, ``PassList``
+records the same passes through the public API with pre-built arguments. Errors of raw calls
+are not captured per call: they surface at ``finish``/``submit`` (as compute replays do).
+"""
+
+from __future__ import annotations
+
+#: wgpu-py versions whose descriptor structs and entry points this module was checked against
+RAW_VERSIONS = ("0.32.0",)
+_FUNCTIONS = ("wgpuCommandEncoderBeginRenderPass", "wgpuRenderPassEncoderSetPipeline",
+              "wgpuRenderPassEncoderSetBindGroup", "wgpuRenderPassEncoderDraw",
+              "wgpuRenderPassEncoderEnd", "wgpuRenderPassEncoderRelease",
+              "wgpuRenderPassEncoderSetScissorRect")
+_CONSTANTS = ("WGPULoadOp_Clear", "WGPULoadOp_Load", "WGPUStoreOp_Store",
+              "WGPU_DEPTH_SLICE_UNDEFINED")
+
+
+def _native():
+    """(ffi, lib) of wgpu-py's wgpu-native backend, or None when raw calls are not safe."""
+    try:
+        import wgpu
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+    except Exception:  # noqa: BLE001 - another backend or layout: use the public API
+        return None
+    if getattr(wgpu, "__version__", None) not in RAW_VERSIONS:
+        return None
+    if not all(hasattr(lib, n) for n in _FUNCTIONS + _CONSTANTS):
+        return None
+    try:
+        ffi.new("WGPURenderPassDescriptor *")
+        ffi.new("WGPUPassTimestampWrites *")
+        ffi.new("WGPURenderPassColorAttachment[]", 1)
+    except Exception:  # noqa: BLE001 - the structs changed: use the public API
+        return None
+    return ffi, lib
+
+
+NATIVE = _native()
+
+
+def raw_available() -> bool:
+    return NATIVE is not None
+
+
+class PassList:
+    """Render passes drawing a full-screen triangle each, recorded the same way every time.
+
+    ``passes``: (target view, pipeline, bind group, first timestamp index or -1[, scissor]);
+    a pass with a stamp index writes two timestamps (begin, end) into ``query_set`` when
+    ``record`` is asked to stamp. A pass with a scissor ``(width, height)`` has a list of
+    target views (several colour targets), draws only that rectangle and keeps the rest of
+    its targets (load, not clear)."""
+
+    def __init__(self, passes: list[tuple], query_set=None, raw: bool = True):
+        self.passes = passes
+        self.query_set = query_set
+        self.raw = raw and NATIVE is not None
+        self._plain: list = []
+        self._stamped: list = []
+        self._keep: list = []  # cffi objects the descriptors point into
+        if self.raw:
+            self._build_raw()
+
+    def _build_raw(self) -> None:
+        ffi, lib = NATIVE
+        null = ffi.NULL
+        for view, pipeline, group, stamp, *extra in self.passes:
+            scissor = extra[0] if extra else None
+            views = view if scissor is not None else [view]
+            att = ffi.new("WGPURenderPassColorAttachment[]", len(views))
+            for k, v in enumerate(views):
+                att[k].view = v._internal
+                att[k].resolveTarget = null
+                att[k].loadOp = lib.WGPULoadOp_Clear if scissor is None else lib.WGPULoadOp_Load
+                att[k].storeOp = lib.WGPUStoreOp_Store
+                att[k].depthSlice = lib.WGPU_DEPTH_SLICE_UNDEFINED
+                att[k].clearValue.r = att[k].clearValue.g = 0.0
+                att[k].clearValue.b = att[k].clearValue.a = 0.0
+            plain = ffi.new("WGPURenderPassDescriptor *")
+            plain.colorAttachmentCount = len(views)
+            plain.colorAttachments = att
+            plain.depthStencilAttachment = null
+            plain.occlusionQuerySet = null
+            plain.timestampWrites = null
+            self._keep.append(att)
+            self._plain.append((plain, pipeline._internal, group._internal, scissor))
+            stamped = plain
+            if stamp >= 0 and self.query_set is not None:
+                writes = ffi.new("WGPUPassTimestampWrites *")
+                writes.querySet = self.query_set._internal
+                writes.beginningOfPassWriteIndex = stamp
+                writes.endOfPassWriteIndex = stamp + 1
+                stamped = ffi.new("WGPURenderPassDescriptor *")
+                stamped[0] = plain[0]
+                stamped.timestampWrites = writes
+                self._keep.append(writes)
+            self._stamped.append((stamped, pipeline._internal, group._internal, scissor))
+
+    def record(self, encoder, stamp: bool = False) -> None:
+        """Record every pass into ``encoder`` (with timestamps when ``stamp``)."""
+        if not self.raw:
+            self._record_public(encoder, stamp)
+            return
+        ffi, lib = NATIVE
+        null = ffi.NULL
+        enc = encoder._internal
+        begin = lib.wgpuCommandEncoderBeginRenderPass
+        set_pipeline = lib.wgpuRenderPassEncoderSetPipeline
+        set_group = lib.wgpuRenderPassEncoderSetBindGroup
+        draw = lib.wgpuRenderPassEncoderDraw
+        end = lib.wgpuRenderPassEncoderEnd
+        release = lib.wgpuRenderPassEncoderRelease
+        scissor_rect = lib.wgpuRenderPassEncoderSetScissorRect
+        for desc, pipeline, group, scissor in (self._stamped if stamp else self._plain):
+            p = begin(enc, desc)
+            set_pipeline(p, pipeline)
+            set_group(p, 0, group, 0, null)
+            if scissor is not None:
+                scissor_rect(p, 0, 0, scissor[0], scissor[1])
+            draw(p, 3, 1, 0, 0)
+            end(p)
+            release(p)
+
+    def _record_public(self, encoder, stamp: bool) -> None:
+        qs = self.query_set if stamp else None
+        for view, pipeline, group, index, *extra in self.passes:
+            scissor = extra[0] if extra else None
+            writes = None
+            if qs is not None and index >= 0:
+                writes = {"query_set": qs, "beginning_of_pass_write_index": index,
+                          "end_of_pass_write_index": index + 1}
+            if scissor is None:
+                targets = [{"view": view, "load_op": "clear", "store_op": "store",
+                            "clear_value": (0.0, 0.0, 0.0, 0.0)}]
+            else:
+                targets = [{"view": v, "load_op": "load", "store_op": "store"} for v in view]
+            rp = encoder.begin_render_pass(color_attachments=targets, timestamp_writes=writes)
+            rp.set_pipeline(pipeline)
+            rp.set_bind_group(0, group)
+            if scissor is not None:
+                rp.set_scissor_rect(0, 0, *scissor)
+            rp.draw(3)
+            rp.end()
