@@ -86,3 +86,13 @@ def test_resize_whole_texels(shape, scales, attrs, rng):
     s = ("scales", np.array(scales, np.float32))
     r = ("roi", np.zeros(0, np.float32))
     check("Resize", [shape], rng, attrs, consts=[r, s], opset=13)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(1, 6, 5, 7), (1, 6, 5, 7), (1, 6, 5, 7), (1, 6, 5, 7)],
+    [(2, 3, 4, 5), (2, 1, 4, 5), (2, 7, 4, 5)],
+    [(1, 5, 9), (1, 2, 9)],
+    [(1, 3, 2, 2, 3)] * 9,                                     # more than 8 inputs: two passes
+])
+def test_channel_concat_unaligned(shapes, rng):
+    check("Concat", shapes, rng, {"axis": 1})
