@@ -96,3 +96,16 @@ def test_resize_whole_texels(shape, scales, attrs, rng):
 ])
 def test_channel_concat_unaligned(shapes, rng):
     check("Concat", shapes, rng, {"axis": 1})
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 136, 6, 9), (136, 34, 1, 1), {"group": 4}),                 # shufflenet's 1x1
+    ((1, 12, 7, 10), (20, 3, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((2, 10, 5, 11), (6, 5, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 9, 6, 8), (6, 3, 1, 1), {"group": 3}),
+    ((1, 6, 9), (12, 2, 3), {"group": 3, "pads": [1, 1]}),
+])
+def test_grouped_conv_as_taps(xs, ws, attrs, rng):
+    bias = ("b", rng.standard_normal(ws[0]).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("Conv", [xs], rng, attrs, consts=[w, bias])

@@ -107,9 +107,12 @@ def conv_programs(program) -> list:
         # one colour target per pixel of the fragment
         return RenderProgram("conv_tap", 3, tuple(sorted({**params, "P": per}.items())), per)
 
-    out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity")
-            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)]
-    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act) for act in acts]
+    out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity",
+                MASKED=masked)
+            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)
+            for masked in ("true", "false")]
+    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false")
+            for act in acts]
     return out
 
 

@@ -7,9 +7,11 @@ import numpy as np
 
 from engine.backends.gpu_pixel.conv_weights import (
     depthwise_taps,
+    group_span,
     grouped_blocks,
     grouped_matrix,
     tap_fit,
+    tap_group_matrix,
     tap_matrix,
     transposed_fit,
     transposed_matrix,
@@ -79,8 +81,9 @@ def Conv(be, layer, inputs, in_metas, out_metas):
         variant = "grouped" if wmat else "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
-    if variant == "blocked" and wmat and use_taps(w, be.max_dim):
-        return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params)]
+    if variant in ("blocked", "grouped") and wmat and use_taps(w, be.max_dim, mg, group):
+        return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params,
+                         masked=variant == "grouped")]
     wblocks = (cg + 3) // 4
     if wmat and variant == "depthwise":
         weights = depthwise_taps(be, inputs[1], m, kh * kw)
@@ -99,12 +102,13 @@ def Conv(be, layer, inputs, in_metas, out_metas):
                    WMAT=str(wmat).lower(), BIAS=str(bias is not None).lower())]
 
 
-def use_taps(w_shape, max_dim: int) -> bool:
-    """Whether a blocked Conv with known weights runs as shaders/pixel/conv_tap.wgsl."""
-    return tap_fit(w_shape, max_dim)
+def use_taps(w_shape, max_dim: int, mg: int, group: int) -> bool:
+    """Whether a Conv with known weights (not depthwise) runs as shaders/pixel/conv_tap.wgsl
+    (its weight texture fits)."""
+    return tap_fit(w_shape, max_dim, mg, group)
 
 
-def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
+def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params, masked=False):
     """conv_tap.wgsl: kernel size, strides and dilations specialised; a fragment computes
     ``pixels_per_fragment`` pixels of a row, one per colour target."""
     n, c, h, wd = xs
@@ -115,11 +119,16 @@ def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
                  in zip(pb, (oh, ow), (sh, sw), (kh, kw), (dh, dw), (h, wd)))
     per = pixels_per_fragment(be, ow)
     q = -(-ow // per)
-    texes = [inputs[0], tap_matrix(be, inputs[1]), bias if bias is not None else be.r.dummy]
-    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q),
-            ((m + 3) // 4, (cg + 3) // 4, mg, int(bias is not None))]
+    if masked:
+        span = group_span(m, cg, mg)
+        weights = tap_group_matrix(be, inputs[1], mg, span)
+    else:
+        span, weights = (cg + 3) // 4, tap_matrix(be, inputs[1])
+    texes = [inputs[0], weights, bias if bias is not None else be.r.dummy]
+    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q, cg),
+            ((m + 3) // 4, span, mg, int(bias is not None))]
     consts = dict(ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, P=per,
-                  PAD=str(not inside).lower())
+                  PAD=str(not inside).lower(), MASKED=str(masked).lower())
     floats = [(0,)] * 7 + [params]
     if per == 1:
         return be.run("conv_tap", y, texes, ints=ints, floats=floats, **consts)
