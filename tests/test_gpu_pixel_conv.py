@@ -109,3 +109,18 @@ def test_grouped_conv_as_taps(xs, ws, attrs, rng):
     bias = ("b", rng.standard_normal(ws[0]).astype(np.float32))
     w = ("w", rng.standard_normal(ws).astype(np.float32))
     check("Conv", [xs], rng, attrs, consts=[w, bias])
+
+
+@pytest.mark.parametrize("xs,k,attrs", [
+    ((1, 13, 9, 21), 3, {"pads": [1, 1, 1, 1]}),
+    ((2, 8, 11, 10), 5, {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    ((1, 6, 7, 30), 7, {"pads": [3, 3, 3, 3]}),
+    ((1, 5, 6, 6), 3, {}),
+    ((1, 7, 25), 3, {"pads": [2, 2], "dilations": [2]}),
+])
+def test_depthwise_as_taps(xs, k, attrs, rng):
+    c = xs[1]
+    ws = (c, 1, k, k) if len(xs) == 4 else (c, 1, k)
+    bias = ("b", rng.standard_normal(c).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("Conv", [xs], rng, {"group": c, **attrs}, consts=[w, bias])

@@ -108,11 +108,11 @@ def conv_programs(program) -> list:
         return RenderProgram("conv_tap", 3, tuple(sorted({**params, "P": per}.items())), per)
 
     out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity",
-                MASKED=masked)
+                MASKED=masked, DEPTHWISE=depthwise)
             for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)
-            for masked in ("true", "false")]
-    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false")
-            for act in acts]
+            for masked, depthwise in (("true", "false"), ("false", "false"), ("false", "true"))]
+    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false",
+                DEPTHWISE="false") for act in acts]
     return out
 
 

@@ -14,6 +14,8 @@
 // there must not reach it; zero weights alone would let it).
 // i[0] = (N, C, H, W)   i[1] = (M, OH, OW, input blocks)   i[2] = (pad_top, pad_left, Q,
 // channels per group)   i[3] = (output blocks, CBG, output channels per group, has bias)
+// DEPTHWISE (one input and one output channel per group): Wt is [kh * kw, M / 4] texels,
+// texel (tap, mb) = the weights of channels 4 mb..4 mb + 3, and a load serves 4 channels.
 
 //!include pixel/act4.wgsl
 //!include pixel/conv_out${P}.wgsl
@@ -27,6 +29,7 @@ const DW: i32 = ${DW};
 const PAD: bool = ${PAD};
 const P: i32 = ${P};
 const MASKED: bool = ${MASKED};
+const DEPTHWISE: bool = ${DEPTHWISE};
 
 @group(0) @binding(1) var X: texture_2d<f32>;
 @group(0) @binding(2) var Wt: texture_2d<f32>;
@@ -102,6 +105,19 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
             let ix = ix0 + i32(kx) * DW;
             var xr = xbase + u32(iy);
             var wx = (ky * KW + kx) * cbg * 4u;
+            if (DEPTHWISE) {
+                // one channel per group: texel (tap, mb) holds the 4 channels' weights
+                let wv = ld(Wt, ky * KW + kx, mb);
+                a0 += xat(ix, xr, Wd) * wv;
+                if (P > 1) {
+                    a1 += xat(ix + step, xr, Wd) * wv;
+                }
+                if (P > 2) {
+                    a2 += xat(ix + 2 * step, xr, Wd) * wv;
+                    a3 += xat(ix + 3 * step, xr, Wd) * wv;
+                }
+                continue;
+            }
             for (var cb = 0u; cb < cbg; cb++) {
                 var k: array<vec4<bool>, 4>;
                 if (MASKED) {

@@ -82,9 +82,12 @@ def tap_fit(w_shape, max_dim: int, mg: int, group: int) -> bool:
     """Whether Conv weights [M, C / group, k...] fit tap_matrix's (or, for groups not
     aligned to 4 channels, tap_group_matrix's) texture."""
     m, cg = w_shape[0], w_shape[1]
+    taps = int(np.prod(w_shape[2:]))
+    if cg == 1 and mg == 1:  # depthwise: depthwise_taps's [taps, M / 4] texels
+        return taps <= max_dim and (m + 3) // 4 <= max_dim
     aligned = group == 1 or (cg % 4 == 0 and mg % 4 == 0)
     span = (cg + 3) // 4 if aligned else group_span(m, cg, mg)
-    return (m + 3) // 4 <= max_dim and span * 4 * int(np.prod(w_shape[2:])) <= max_dim
+    return (m + 3) // 4 <= max_dim and span * 4 * taps <= max_dim
 
 
 def tap_matrix(be, w):

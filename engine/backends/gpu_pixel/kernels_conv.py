@@ -81,9 +81,10 @@ def Conv(be, layer, inputs, in_metas, out_metas):
         variant = "grouped" if wmat else "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
-    if variant in ("blocked", "grouped") and wmat and use_taps(w, be.max_dim, mg, group):
+    if variant in ("blocked", "grouped", "depthwise") and wmat and \
+            use_taps(w, be.max_dim, mg, group):
         return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params,
-                         masked=variant == "grouped")]
+                         variant)]
     wblocks = (cg + 3) // 4
     if wmat and variant == "depthwise":
         weights = depthwise_taps(be, inputs[1], m, kh * kw)
@@ -108,7 +109,7 @@ def use_taps(w_shape, max_dim: int, mg: int, group: int) -> bool:
     return tap_fit(w_shape, max_dim, mg, group)
 
 
-def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params, masked=False):
+def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params, variant):
     """conv_tap.wgsl: kernel size, strides and dilations specialised; a fragment computes
     ``pixels_per_fragment`` pixels of a row, one per colour target."""
     n, c, h, wd = xs
@@ -119,16 +120,20 @@ def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params, masked=False):
                  in zip(pb, (oh, ow), (sh, sw), (kh, kw), (dh, dw), (h, wd)))
     per = pixels_per_fragment(be, ow)
     q = -(-ow // per)
+    masked = variant == "grouped"
     if masked:
         span = group_span(m, cg, mg)
         weights = tap_group_matrix(be, inputs[1], mg, span)
+    elif variant == "depthwise":
+        span, weights = 1, depthwise_taps(be, inputs[1], m, kh * kw)
     else:
         span, weights = (cg + 3) // 4, tap_matrix(be, inputs[1])
     texes = [inputs[0], weights, bias if bias is not None else be.r.dummy]
     ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q, cg),
             ((m + 3) // 4, span, mg, int(bias is not None))]
     consts = dict(ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, P=per,
-                  PAD=str(not inside).lower(), MASKED=str(masked).lower())
+                  PAD=str(not inside).lower(), MASKED=str(masked).lower(),
+                  DEPTHWISE=str(variant == "depthwise").lower())
     floats = [(0,)] * 7 + [params]
     if per == 1:
         return be.run("conv_tap", y, texes, ints=ints, floats=floats, **consts)
