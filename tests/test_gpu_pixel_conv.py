@@ -124,3 +124,16 @@ def test_depthwise_as_taps(xs, k, attrs, rng):
     bias = ("b", rng.standard_normal(c).astype(np.float32))
     w = ("w", rng.standard_normal(ws).astype(np.float32))
     check("Conv", [xs], rng, {"group": c, **attrs}, consts=[w, bias])
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 6, 9, 13), (6, 6, 2, 2), {"strides": [2, 2]}),              # db's deconvolution
+    ((1, 5, 6, 11), (5, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                   "output_padding": [1, 1]}),
+    ((2, 4, 5, 9), (4, 7, 4, 3), {"strides": [3, 2], "pads": [0, 2, 1, 0]}),
+    ((1, 3, 19), (3, 5, 4), {"strides": [2], "pads": [1, 2]}),
+])
+def test_conv_transpose_several_pixels(xs, ws, attrs, rng):
+    bias = ("b", rng.standard_normal(ws[1]).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("ConvTranspose", [xs], rng, attrs, consts=[w, bias])

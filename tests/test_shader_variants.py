@@ -113,6 +113,9 @@ def conv_programs(program) -> list:
             for masked, depthwise in (("true", "false"), ("false", "false"), ("false", "true"))]
     out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false",
                 DEPTHWISE="false") for act in acts]
+    out += [RenderProgram("conv_transpose_tap", 3, tuple(sorted(dict(
+        ACT="Identity", KH=k, KW=k, SH=s, SW=s, P=per).items())), per)
+        for k, s in ((2, 2), (3, 2), (4, 1)) for per in (1, 2, 4)]
     return out
 
 

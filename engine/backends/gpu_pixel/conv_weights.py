@@ -90,13 +90,17 @@ def tap_fit(w_shape, max_dim: int, mg: int, group: int) -> bool:
     return (m + 3) // 4 <= max_dim and span * 4 * taps <= max_dim
 
 
-def tap_matrix(be, w):
+def tap_matrix(be, w, transposed: bool = False):
     """Conv weights [M, C / group, kh, kw] (groups aligned to 4 channels) tap-major for
     shaders/pixel/conv_tap.wgsl: texel (((ky * kw + kx) * CBG + cb) * 4 + j, mb) holds
-    W[4 mb + j, 4 cb..4 cb + 3, ky, kx], zero past M and C / group."""
-    mat = w.derived.get("taps_major")
+    W[4 mb + j, 4 cb..4 cb + 3, ky, kx], zero past M and C / group. ``transposed``:
+    ConvTranspose weights [C, M, kh, kw], laid out as W[c, m] at [m, c]."""
+    key = "taps_transposed" if transposed else "taps_major"
+    mat = w.derived.get(key)
     if mat is None:
         host = np.asarray(w.host, np.float32)
+        if transposed:
+            host = np.swapaxes(host, 0, 1)
         m, cg = host.shape[:2]
         taps = int(np.prod(host.shape[2:]))
         mbs, cbg = (m + 3) // 4, (cg + 3) // 4
@@ -106,7 +110,7 @@ def tap_matrix(be, w):
         texels = wide.reshape(mbs, 4, cbg, 4, taps).transpose(0, 4, 2, 1, 3)
         tex = be.r.alloc(taps * cbg * 4, mbs, for_write=True)
         be.r.write(tex, np.ascontiguousarray(texels).reshape(mbs, taps * cbg * 4, 4))
-        mat = w.derived["taps_major"] = PixelTensor(layout_of(tuple(host.shape)), tex)
+        mat = w.derived[key] = PixelTensor(layout_of(tuple(host.shape)), tex)
     return mat
 
 
