@@ -63,7 +63,8 @@ def test_conv_specialised(xs, ws, attrs, act, rng):
 
 
 @pytest.mark.parametrize("xs,ws,attrs", [
-    ((1, 8, 5, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),       # 4 pixels a fragment, ragged
+    ((1, 8, 5, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),       # 8 pixels a fragment, ragged
+    ((1, 4, 3, 13), (4, 4, 3, 3), {"pads": [1, 1, 1, 1]}),        # 4 pixels a fragment
     ((2, 4, 3, 9), (4, 4, 1, 3), {"strides": [1, 2], "pads": [0, 2, 0, 1]}),
     ((1, 5, 33), (6, 5, 5), {"pads": [2, 2], "dilations": [2]}),
     ((1, 4, 2, 5), (8, 4, 1, 1), {}),                                # 2 pixels a fragment

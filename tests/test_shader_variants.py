@@ -109,9 +109,9 @@ def conv_programs(program) -> list:
 
     out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity",
                 MASKED=masked, DEPTHWISE=depthwise)
-            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)
+            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4, 8)
             for masked, depthwise in (("true", "false"), ("false", "false"), ("false", "true"))]
-    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false",
+    out += [tap(8, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false",
                 DEPTHWISE="false") for act in acts]
     out += [RenderProgram("conv_transpose_tap", 3, tuple(sorted(dict(
         ACT="Identity", KH=k, KW=k, SH=s, SW=s, P=per).items())), per)

@@ -1,7 +1,7 @@
 // 2-D convolution (1-D as H = 1) with known weights, any group size (MASKED false: group 1
 // or groups aligned to 4 channels).
-// A fragment computes 4 output channels of P pixels of one output row: columns x + j * Q for
-// j < P, written to colour target j (target 0 is the output, the others are copied into its
+// A fragment computes 4 output channels of P (1, 2, 4 or 8) pixels of one output row: columns
+// x + j * Q for j < P, written to colour target j (target 0 is the output, the others are copied into its
 // columns j * Q.. after the pass), so each weight texel it loads serves P pixels. Kernel size,
 // strides and dilations are fixed at specialisation (loops unroll, addresses fold); PAD
 // false: no pads, every tap of a real output pixel is inside the input, no bounds checks.
@@ -96,6 +96,10 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
     var a1 = vec4<f32>(0.0);
     var a2 = vec4<f32>(0.0);
     var a3 = vec4<f32>(0.0);
+    var a4 = vec4<f32>(0.0);
+    var a5 = vec4<f32>(0.0);
+    var a6 = vec4<f32>(0.0);
+    var a7 = vec4<f32>(0.0);
     for (var ky = 0u; ky < KH; ky++) {
         let iy = iy0 + i32(ky) * DH;
         if (PAD && (iy < 0 || iy >= H)) {
@@ -115,6 +119,12 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
                 if (P > 2) {
                     a2 += xat(ix + 2 * step, xr, Wd) * wv;
                     a3 += xat(ix + 3 * step, xr, Wd) * wv;
+                }
+                if (P > 4) {
+                    a4 += xat(ix + 4 * step, xr, Wd) * wv;
+                    a5 += xat(ix + 5 * step, xr, Wd) * wv;
+                    a6 += xat(ix + 6 * step, xr, Wd) * wv;
+                    a7 += xat(ix + 7 * step, xr, Wd) * wv;
                 }
                 continue;
             }
@@ -139,10 +149,18 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
                     a2 += mul4k(xat(ix + 2 * step, xr, Wd), w0, w1, w2, w3, k);
                     a3 += mul4k(xat(ix + 3 * step, xr, Wd), w0, w1, w2, w3, k);
                 }
+                if (P > 4) {
+                    a4 += mul4k(xat(ix + 4 * step, xr, Wd), w0, w1, w2, w3, k);
+                    a5 += mul4k(xat(ix + 5 * step, xr, Wd), w0, w1, w2, w3, k);
+                    a6 += mul4k(xat(ix + 6 * step, xr, Wd), w0, w1, w2, w3, k);
+                    a7 += mul4k(xat(ix + 7 * step, xr, Wd), w0, w1, w2, w3, k);
+                }
                 xr += u32(H);
                 wx += 4u;
             }
         }
     }
-    return outputs(finish(a0, mb), finish(a1, mb), finish(a2, mb), finish(a3, mb));
+    return outputs(array<vec4<f32>, 8>(finish(a0, mb), finish(a1, mb), finish(a2, mb),
+                   finish(a3, mb), finish(a4, mb), finish(a5, mb), finish(a6, mb),
+                   finish(a7, mb)));
 }

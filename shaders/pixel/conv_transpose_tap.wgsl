@@ -94,5 +94,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
             }
         }
     }
-    return outputs(finish(a0, mb), finish(a1, mb), finish(a2, mb), finish(a3, mb));
+    let z = vec4<f32>(0.0);
+    return outputs(array<vec4<f32>, 8>(finish(a0, mb), finish(a1, mb), finish(a2, mb),
+                   finish(a3, mb), z, z, z, z));
 }

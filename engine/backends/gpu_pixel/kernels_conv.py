@@ -199,7 +199,7 @@ def conv_transpose_tap(be, inputs, bias, geo, xs, y, act, params):
     n, c, h, wd = _as_2d(xs)
     _, m, oh, ow = _as_2d(y)
     (kh, kw), (sh, sw), (ph, pw) = geo.kernel, geo.strides, geo.pads_begin
-    per = pixels_per_fragment(be, ow)
+    per = pixels_per_fragment(be, ow, widest=4)
     cols = -(-ow // per)                    # columns a target covers, ceil(ow / per)
     q = -(-cols // sw) * sw                 # rounded up to a multiple of the stride
     texes = [inputs[0], tap_matrix(be, inputs[1], transposed=True),

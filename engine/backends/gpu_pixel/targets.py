@@ -63,9 +63,10 @@ def run_columns(be, shader: str, out_shape, inputs, ints, floats, per: int, q: i
 _TARGETS: dict[int, int] = {}
 
 
-def pixels_per_fragment(be, ow: int) -> int:
-    """Output pixels a fragment of such a pass computes (its colour targets): 4 on rows of 8
-    pixels and more where the device takes 4 rgba32float targets, else 2 or 1."""
+def pixels_per_fragment(be, ow: int, widest: int = 8) -> int:
+    """Output pixels a fragment of such a pass computes (its colour targets): the most of
+    ``WIDTHS`` (at most ``widest``) the device's colour-target limits allow (8 rgba32float
+    targets need 128 bytes a sample) on rows of at least twice as many pixels, else 1."""
     key = id(be.r.device)
     most = _TARGETS.get(key)
     if most is None:
@@ -73,7 +74,11 @@ def pixels_per_fragment(be, ow: int) -> int:
         most = _TARGETS[key] = min(int(limits.get("max-color-attachments", 1)),
                                    int(limits.get("max-color-attachment-bytes-per-sample",
                                                   16)) // 16)
-    for per in (4, 2):
-        if per <= most and ow >= 2 * per:
+    for per in WIDTHS:
+        if per <= min(most, widest) and ow >= 2 * per:
             return per
     return 1
+
+
+#: pixels a fragment may compute, most first
+WIDTHS = (8, 4, 2)
