@@ -1,10 +1,11 @@
 // 2-D convolution (1-D as H = 1) with known weights, any group size (MASKED false: group 1
 // or groups aligned to 4 channels).
-// A fragment computes 4 output channels of P (1, 2, 4 or 8) pixels of one output row: columns
-// x + j * Q for j < P, written to colour target j (target 0 is the output, the others are copied into its
-// columns j * Q.. after the pass), so each weight texel it loads serves P pixels. Kernel size,
-// strides and dilations are fixed at specialisation (loops unroll, addresses fold); PAD
-// false: no pads, every tap of a real output pixel is inside the input, no bounds checks.
+// A fragment computes 4 output channels of P (1, 2, 4 or 8) pixels of one output row:
+// columns x + j * Q for j < P, written to colour target j (target 0 is the output, the others
+// are copied into its columns j * Q.. after the pass), so each weight texel it loads serves P
+// pixels. Kernel size, strides and dilations are fixed at specialisation (loops unroll,
+// addresses fold); PAD false: no pads, every tap of a real output pixel is inside the input,
+// no bounds checks.
 // Fused activation ${ACT} (act4) with f[7].
 // X [N, C, H, W]; the fragment reads CBG input blocks from the one holding the first channel
 // of output channel 4 mb's group; Wt: tap-major weights, texel (((ky * KW + kx) * CBG + cb)
