@@ -63,7 +63,8 @@ def test_conv_specialised(xs, ws, attrs, act, rng):
 
 
 @pytest.mark.parametrize("xs,ws,attrs", [
-    ((1, 8, 5, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),       # 4 pixels a fragment, ragged
+    ((1, 8, 5, 37), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]}),       # 8 pixels a fragment, ragged
+    ((1, 4, 3, 13), (4, 4, 3, 3), {"pads": [1, 1, 1, 1]}),        # 4 pixels a fragment
     ((2, 4, 3, 9), (4, 4, 1, 3), {"strides": [1, 2], "pads": [0, 2, 0, 1]}),
     ((1, 5, 33), (6, 5, 5), {"pads": [2, 2], "dilations": [2]}),
     ((1, 4, 2, 5), (8, 4, 1, 1), {}),                                # 2 pixels a fragment
@@ -86,3 +87,54 @@ def test_resize_whole_texels(shape, scales, attrs, rng):
     s = ("scales", np.array(scales, np.float32))
     r = ("roi", np.zeros(0, np.float32))
     check("Resize", [shape], rng, attrs, consts=[r, s], opset=13)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(1, 6, 5, 7), (1, 6, 5, 7), (1, 6, 5, 7), (1, 6, 5, 7)],
+    [(2, 3, 4, 5), (2, 1, 4, 5), (2, 7, 4, 5)],
+    [(1, 5, 9), (1, 2, 9)],
+    [(1, 3, 2, 2, 3)] * 9,                                     # more than 8 inputs: two passes
+])
+def test_channel_concat_unaligned(shapes, rng):
+    check("Concat", shapes, rng, {"axis": 1})
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 136, 6, 9), (136, 34, 1, 1), {"group": 4}),                 # shufflenet's 1x1
+    ((1, 12, 7, 10), (20, 3, 3, 3), {"group": 4, "pads": [1, 1, 1, 1]}),
+    ((2, 10, 5, 11), (6, 5, 3, 3), {"group": 2, "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ((1, 9, 6, 8), (6, 3, 1, 1), {"group": 3}),
+    ((1, 6, 9), (12, 2, 3), {"group": 3, "pads": [1, 1]}),
+])
+def test_grouped_conv_as_taps(xs, ws, attrs, rng):
+    bias = ("b", rng.standard_normal(ws[0]).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("Conv", [xs], rng, attrs, consts=[w, bias])
+
+
+@pytest.mark.parametrize("xs,k,attrs", [
+    ((1, 13, 9, 21), 3, {"pads": [1, 1, 1, 1]}),
+    ((2, 8, 11, 10), 5, {"pads": [2, 2, 2, 2], "strides": [2, 2]}),
+    ((1, 6, 7, 30), 7, {"pads": [3, 3, 3, 3]}),
+    ((1, 5, 6, 6), 3, {}),
+    ((1, 7, 25), 3, {"pads": [2, 2], "dilations": [2]}),
+])
+def test_depthwise_as_taps(xs, k, attrs, rng):
+    c = xs[1]
+    ws = (c, 1, k, k) if len(xs) == 4 else (c, 1, k)
+    bias = ("b", rng.standard_normal(c).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("Conv", [xs], rng, {"group": c, **attrs}, consts=[w, bias])
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [
+    ((1, 6, 9, 13), (6, 6, 2, 2), {"strides": [2, 2]}),              # db's deconvolution
+    ((1, 5, 6, 11), (5, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                   "output_padding": [1, 1]}),
+    ((2, 4, 5, 9), (4, 7, 4, 3), {"strides": [3, 2], "pads": [0, 2, 1, 0]}),
+    ((1, 3, 19), (3, 5, 4), {"strides": [2], "pads": [1, 2]}),
+])
+def test_conv_transpose_several_pixels(xs, ws, attrs, rng):
+    bias = ("b", rng.standard_normal(ws[1]).astype(np.float32))
+    w = ("w", rng.standard_normal(ws).astype(np.float32))
+    check("ConvTranspose", [xs], rng, attrs, consts=[w, bias])

@@ -112,9 +112,15 @@ def conv_programs(program) -> list:
         # one colour target per pixel of the fragment
         return RenderProgram("conv_tap", 3, tuple(sorted({**params, "P": per}.items())), per)
 
-    out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity")
-            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4)]
-    out += [tap(4, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act) for act in acts]
+    out += [tap(per, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, PAD=pad, ACT="Identity",
+                MASKED=masked, DEPTHWISE=depthwise)
+            for kh, kw, sh, sw, dh, dw, pad in shapes for per in (1, 2, 4, 8)
+            for masked, depthwise in (("true", "false"), ("false", "false"), ("false", "true"))]
+    out += [tap(8, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1, PAD="true", ACT=act, MASKED="false",
+                DEPTHWISE="false") for act in acts]
+    out += [RenderProgram("conv_transpose_tap", 3, tuple(sorted(dict(
+        ACT="Identity", KH=k, KW=k, SH=s, SW=s, P=per).items())), per)
+        for k, s in ((2, 2), (3, 2), (4, 1)) for per in (1, 2, 4)]
     return out
 
 

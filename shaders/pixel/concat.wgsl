@@ -1,7 +1,8 @@
 // Concat of up to 8 inputs. i[0] = (inputs, axis (padded), whole-texel copies, 0);
 // i[1], i[2] = start of each input along the axis. Whole-texel copies apply when the axis
 // is not the blocked one, or when every start is a multiple of 4 (2: and the blocked axis
-// is not the x axis, so no index arithmetic is needed).
+// is not the x axis, so no index arithmetic is needed). 3: the blocked axis off x at other
+// starts (one texel load per component); 0: any other concat, per element.
 
 const MODE: i32 = ${MODE};
 
@@ -56,6 +57,27 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         let k = which(cb * 4u);
         let cbk = (U.t[k].r1.w + 3u) / 4u;
         return texel_k(k, vec2<u32>(p.x, (n * cbk + cb - start_of(k) / 4u) * rows + h));
+    }
+    if (MODE == 3) {
+        // channel concat at other starts, channels off the x axis: each component finds
+        // its input, block and lane with a few integer ops
+        let p = vec2<u32>(pos.xy);
+        let rows = U.o.r1.z;
+        let h = p.y % rows;
+        let t = p.y / rows;
+        let cbo = (U.o.r1.w + 3u) / 4u;
+        let n = t / cbo;
+        let c0 = (t % cbo) * 4u;
+        var r = vec4<f32>(0.0);
+        for (var c = 0u; c < 4u; c++) {
+            if (c0 + c < U.o.r1.w) {
+                let k = which(c0 + c);
+                let local = c0 + c - start_of(k);
+                let cbk = (U.t[k].r1.w + 3u) / 4u;
+                r[c] = texel_k(k, vec2<u32>(p.x, (n * cbk + local / 4u) * rows + h))[local % 4u];
+            }
+        }
+        return r;
     }
     let b = texel_index(U.o, vec2<u32>(pos.xy));
     let axis = u32(U.i[0].y);

@@ -6,6 +6,6 @@ struct Out {
     @location(1) c1: vec4<f32>,
 }
 
-fn outputs(c0: vec4<f32>, c1: vec4<f32>, c2: vec4<f32>, c3: vec4<f32>) -> Out {
-    return Out(c0, c1);
+fn outputs(c: array<vec4<f32>, 8>) -> Out {
+    return Out(c[0], c[1]);
 }

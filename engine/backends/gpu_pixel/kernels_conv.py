@@ -7,19 +7,18 @@ import numpy as np
 
 from engine.backends.gpu_pixel.conv_weights import (
     depthwise_taps,
+    group_span,
     grouped_blocks,
     grouped_matrix,
     tap_fit,
+    tap_group_matrix,
     tap_matrix,
     transposed_fit,
     transposed_matrix,
     weight_matrix,
 )
-from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.backends.gpu_pixel.layout import layout_of
 from engine.backends.gpu_pixel.registry import outputs_used, pixel_kernel
-from engine.backends.gpu_pixel.renderer import pack_params
-from engine.backends.gpu_pixel.targets import copy_columns, draw_targets
+from engine.backends.gpu_pixel.targets import pixels_per_fragment, run_columns
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 from engine.ops.conv_pool import causal_activation, conv_geometry, conv_transpose_geometry
 
@@ -79,8 +78,10 @@ def Conv(be, layer, inputs, in_metas, out_metas):
         variant = "grouped" if wmat else "scalar"
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
     act, params = activation(layer)
-    if variant == "blocked" and wmat and use_taps(w, be.max_dim):
-        return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params)]
+    if variant in ("blocked", "grouped", "depthwise") and wmat and \
+            use_taps(w, be.max_dim, mg, group):
+        return [conv_tap(be, inputs, bias, geo, (n, c, h, wd), y, cg, mg, act, params,
+                         variant)]
     wblocks = (cg + 3) // 4
     if wmat and variant == "depthwise":
         weights = depthwise_taps(be, inputs[1], m, kh * kw)
@@ -99,12 +100,13 @@ def Conv(be, layer, inputs, in_metas, out_metas):
                    WMAT=str(wmat).lower(), BIAS=str(bias is not None).lower())]
 
 
-def use_taps(w_shape, max_dim: int) -> bool:
-    """Whether a blocked Conv with known weights runs as shaders/pixel/conv_tap.wgsl."""
-    return tap_fit(w_shape, max_dim)
+def use_taps(w_shape, max_dim: int, mg: int, group: int) -> bool:
+    """Whether a Conv with known weights runs as shaders/pixel/conv_tap.wgsl
+    (its weight texture fits)."""
+    return tap_fit(w_shape, max_dim, mg, group)
 
 
-def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
+def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params, variant):
     """conv_tap.wgsl: kernel size, strides and dilations specialised; a fragment computes
     ``pixels_per_fragment`` pixels of a row, one per colour target."""
     n, c, h, wd = xs
@@ -115,44 +117,22 @@ def conv_tap(be, inputs, bias, geo, xs, y, cg, mg, act, params):
                  in zip(pb, (oh, ow), (sh, sw), (kh, kw), (dh, dw), (h, wd)))
     per = pixels_per_fragment(be, ow)
     q = -(-ow // per)
-    texes = [inputs[0], tap_matrix(be, inputs[1]), bias if bias is not None else be.r.dummy]
-    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q),
-            ((m + 3) // 4, (cg + 3) // 4, mg, int(bias is not None))]
-    consts = dict(ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw, P=per,
-                  PAD=str(not inside).lower())
+    masked = variant == "grouped"
+    if masked:
+        span = group_span(m, cg, mg)
+        weights = tap_group_matrix(be, inputs[1], mg, span)
+    elif variant == "depthwise":
+        span, weights = 1, depthwise_taps(be, inputs[1], m, kh * kw)
+    else:
+        span, weights = (cg + 3) // 4, tap_matrix(be, inputs[1])
+    texes = [inputs[0], weights, bias if bias is not None else be.r.dummy]
+    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (pb[0], pb[1], q, cg),
+            ((m + 3) // 4, span, mg, int(bias is not None))]
+    consts = dict(ACT=act, KH=kh, KW=kw, SH=sh, SW=sw, DH=dh, DW=dw,
+                  PAD=str(not inside).lower(), MASKED=str(masked).lower(),
+                  DEPTHWISE=str(variant == "depthwise").lower())
     floats = [(0,)] * 7 + [params]
-    if per == 1:
-        return be.run("conv_tap", y, texes, ints=ints, floats=floats, **consts)
-    lay = layout_of(tuple(y))
-    texes = [be.tex_of(t) if isinstance(t, PixelTensor) else t for t in texes]
-    lays = [inputs[0].layout, None, bias.layout if bias is not None else None]
-    outs = [be.r.alloc(lay.width, lay.height) for _ in range(per)]
-    pipe = be.r.pipeline("conv_tap", 3, targets=per, **consts)
-    draw_targets(be.r, be.label, pipe, outs, texes, pack_params(lay, lays, ints, floats), q)
-    for j, extra in enumerate(outs[1:], 1):
-        if ow > j * q:
-            copy_columns(be.r, extra, outs[0], j * q, min(q, ow - j * q))
-        be.r.release(extra)
-    return PixelTensor(lay, outs[0])
-
-
-_TARGETS: dict[int, int] = {}
-
-
-def pixels_per_fragment(be, ow: int) -> int:
-    """Output pixels a conv_tap fragment computes (colour targets of its pass): 4 on rows of
-    8 pixels and more where the device takes 4 rgba32float targets, else 2 or 1."""
-    key = id(be.r.device)
-    most = _TARGETS.get(key)
-    if most is None:
-        limits = be.r.device.limits
-        most = _TARGETS[key] = min(int(limits.get("max-color-attachments", 1)),
-                                   int(limits.get("max-color-attachment-bytes-per-sample",
-                                                  16)) // 16)
-    for per in (4, 2):
-        if per <= most and ow >= 2 * per:
-            return per
-    return 1
+    return run_columns(be, "conv_tap", y, texes, ints, floats, per, q, **consts)
 
 
 def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
@@ -190,8 +170,10 @@ def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     bias = inputs[2] if len(inputs) > 2 else None
     act, params = activation(layer)
     group = int(layer.attr("group", 1) or 1)
-    if group == 1 and inputs[1].host is not None and \
-            transposed_fit(w, be.max_dim):
+    known = group == 1 and inputs[1].host is not None
+    if known and (dh, dw) == (1, 1) and tap_fit((w[1], w[0], *w[2:]), be.max_dim, w[1], 1):
+        return [conv_transpose_tap(be, inputs, bias, g, x, out_metas[0].shape, act, params)]
+    if known and transposed_fit(w, be.max_dim):
         # whole texels: 4 output channels per fragment, 4 input channels per load
         n, c, h, wd = _as_2d(x)
         y = out_metas[0].shape
@@ -209,6 +191,23 @@ def ConvTranspose(be, layer, inputs, in_metas, out_metas):
     texes = [inputs[0], inputs[1]] + ([bias] if bias is not None else [])
     return [be.run("conv_transpose", out_metas[0].shape, texes, n_tex=3, ints=ints,
                    floats=[params], ACT=act)]
+
+
+def conv_transpose_tap(be, inputs, bias, geo, xs, y, act, params):
+    """shaders/pixel/conv_transpose_tap.wgsl: a fragment computes 4 output channels of up
+    to 4 pixels of a row that share their taps (columns a multiple of the stride apart)."""
+    n, c, h, wd = _as_2d(xs)
+    _, m, oh, ow = _as_2d(y)
+    (kh, kw), (sh, sw), (ph, pw) = geo.kernel, geo.strides, geo.pads_begin
+    per = pixels_per_fragment(be, ow, widest=4)
+    cols = -(-ow // per)                    # columns a target covers, ceil(ow / per)
+    q = -(-cols // sw) * sw                 # rounded up to a multiple of the stride
+    texes = [inputs[0], tap_matrix(be, inputs[1], transposed=True),
+             bias if bias is not None else be.r.dummy]
+    ints = [(n, c, h, wd), (m, oh, ow, (c + 3) // 4), (ph, pw, q),
+            ((m + 3) // 4, 0, 0, int(bias is not None))]
+    return run_columns(be, "conv_transpose_tap", y, texes, ints, [(0,)] * 7 + [params], per,
+                       q, ACT=act, KH=kh, KW=kw, SH=sh, SW=sw)
 
 
 def _causal_check(layer, metas):

@@ -212,6 +212,8 @@ def concat(be, inputs, shapes, axis, out_shape):
         aligned = all(s % 4 == 0 for s in starts)
         whole = 2 if axis == blocked and aligned and rank >= 3 else \
             int(axis != blocked or aligned)
+        if axis == blocked and not aligned and rank >= 3:
+            whole = 3  # (the blocked axis does not run along x from rank 3 on)
         starts += [0] * (8 - len(starts))
         ints = [(len(group), axis + RANK - rank, int(whole)), starts[:4], starts[4:]]
         out = be.run("concat", tuple(shape), [h for h, _ in group], n_tex=8, ints=ints,

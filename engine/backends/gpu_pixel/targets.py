@@ -10,7 +10,9 @@ and reported to the run's recorder (when one is recording) so that replays re-is
 from __future__ import annotations
 
 from engine.backends.gpu_common import gpu_errors
-from engine.backends.gpu_pixel.renderer import Renderer, Tex
+from engine.backends.gpu_pixel.handles import PixelTensor
+from engine.backends.gpu_pixel.layout import layout_of
+from engine.backends.gpu_pixel.renderer import Renderer, Tex, pack_params
 
 
 def draw_targets(r: Renderer, label: str, pipe, outs: list[Tex], textures: list[Tex],
@@ -46,3 +48,46 @@ def record_column_copy(encoder, src: Tex, dst: Tex, dst_x: int, width: int) -> N
     encoder.copy_texture_to_texture({"texture": src.texture, "origin": (0, 0, 0)},
                                     {"texture": dst.texture, "origin": (dst_x, 0, 0)},
                                     (width, src.height, 1))
+
+
+def run_columns(be, shader: str, out_shape, inputs, ints, floats, per: int, q: int,
+                **consts) -> PixelTensor:
+    """A pass of ``shader`` whose fragment at column x computes the output columns x + j * q
+    for j < ``per``, one colour target each (``per`` 1: a plain pass)."""
+    if per == 1:
+        return be.run(shader, out_shape, inputs, ints=ints, floats=floats, P=1, **consts)
+    lay = layout_of(tuple(out_shape))
+    texes = [be.tex_of(t) if isinstance(t, PixelTensor) else t for t in inputs]
+    lays = [t.layout if isinstance(t, PixelTensor) else None for t in inputs]
+    outs = [be.r.alloc(lay.width, lay.height) for _ in range(per)]
+    pipe = be.r.pipeline(shader, len(texes), targets=per, P=per, **consts)
+    draw_targets(be.r, be.label, pipe, outs, texes, pack_params(lay, lays, ints, floats), q)
+    for j, extra in enumerate(outs[1:], 1):
+        if lay.width > j * q:
+            copy_columns(be.r, extra, outs[0], j * q, min(q, lay.width - j * q))
+        be.r.release(extra)
+    return PixelTensor(lay, outs[0])
+
+
+_TARGETS: dict[int, int] = {}
+
+
+def pixels_per_fragment(be, ow: int, widest: int = 8) -> int:
+    """Output pixels a fragment of such a pass computes (its colour targets): the most of
+    ``WIDTHS`` (at most ``widest``) the device's colour-target limits allow (8 rgba32float
+    targets need 128 bytes a sample) on rows of at least twice as many pixels, else 1."""
+    key = id(be.r.device)
+    most = _TARGETS.get(key)
+    if most is None:
+        limits = be.r.device.limits
+        most = _TARGETS[key] = min(int(limits.get("max-color-attachments", 1)),
+                                   int(limits.get("max-color-attachment-bytes-per-sample",
+                                                  16)) // 16)
+    for per in WIDTHS:
+        if per <= min(most, widest) and ow >= 2 * per:
+            return per
+    return 1
+
+
+#: pixels a fragment may compute, most first
+WIDTHS = (8, 4, 2)
