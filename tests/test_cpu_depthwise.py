@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.backends.cpu import conv_plan
 from engine.backends.cpu import kernels_conv as kc
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU, ACT_XHARDSIGMOID
 from engine.model import Layer
@@ -105,11 +106,11 @@ def test_depthwise_nan_inf(rng, s):
 def test_depthwise_many_channels_split_over_threads(rng):
     """Enough work that the channels are split into chunks over the backend's threads."""
     layer, x, wt, b = _case(rng, 96, 30, 30, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1))
-    saved = kc.DW_CHUNK_MACS
-    kc.DW_CHUNK_MACS = 20_000
+    saved = conv_plan.DW_CHUNK_MACS
+    conv_plan.DW_CHUNK_MACS = 20_000
     try:
         got = kc.Conv(layer, [x, wt, b])
     finally:
-        kc.DW_CHUNK_MACS = saved
+        conv_plan.DW_CHUNK_MACS = saved
     close(got, ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 96))
 

@@ -91,3 +91,79 @@ def test_exported_hardswish_nan_inf(rng):
     np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got[~fin & ~np.isnan(want)], want[~fin & ~np.isnan(want)])
 
+
+
+# -- squeeze-and-excitation ------------------------------------------------------------------
+def _se_model(rng, exported: bool, n: int = 2, c: int = 6, relu_x: bool = True):
+    from onnx import TensorProto, numpy_helper
+
+    r = c // 2
+    inits = {"w1": rng.normal(0, 0.5, (r, c, 1, 1)).astype(np.float32),
+             "b1": rng.normal(0, 0.5, r).astype(np.float32),
+             "w2": rng.normal(0, 0.5, (c, r, 1, 1)).astype(np.float32),
+             "b2": rng.normal(0, 0.5, c).astype(np.float32),
+             "three": _scalar(3.0), "zero": _scalar(0.0), "six": _scalar(6.0)}
+    if not exported:
+        del inits["three"], inits["zero"], inits["six"]
+    nodes = [helper.make_node("Relu" if relu_x else "Identity", ["x"], ["xr"]),
+             helper.make_node("GlobalAveragePool", ["xr"], ["g"]),
+             helper.make_node("Conv", ["g", "w1", "b1"], ["h0"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["h0"], ["h"]),
+             helper.make_node("Conv", ["h", "w2", "b2"], ["s0"], kernel_shape=[1, 1])]
+    if exported:
+        nodes += [helper.make_node("Add", ["s0", "three"], ["s1"]),
+                  helper.make_node("Clip", ["s1", "zero", "six"], ["s2"]),
+                  helper.make_node("Div", ["s2", "six"], ["s"])]
+    else:
+        nodes.append(helper.make_node("HardSigmoid", ["s0"], ["s"], alpha=1 / 6, beta=0.5))
+    nodes.append(helper.make_node("Mul", ["xr", "s"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "se", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, 7, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _run_both(proto, x):
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, {"x": x})[0]
+    with Worker(ModelLoader.from_proto(proto), "cpu") as worker:
+        fused = [s for s in worker._cpu_steps() if s[6]]
+        worker.schedule({"x": x})
+        got = worker.peek_output("y").download_to_array()
+        worker.schedule({"x": x}, capture="all")  # captures run the unfused plan
+        unfused = worker.peek_output("y").download_to_array()
+    return got, unfused, want, fused
+
+
+@pytest.mark.parametrize("exported", [False, True])
+def test_squeeze_excite_fused(rng, exported):
+    x = (rng.standard_normal((2, 6, 7, 5)) * 2).astype(np.float32)
+    got, unfused, want, fused = _run_both(_se_model(rng, exported), x)
+    assert [s[0].op_type for s in fused] == ["GlobalAveragePool"]
+    assert len(fused[0][6]) == (4 if exported else 3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(unfused, want, rtol=1e-5, atol=1e-6)
+
+
+def test_squeeze_excite_nan_inf(rng):
+    """A NaN or Inf in a channel makes its mean, and through the 1x1 products every gate,
+    non-finite, as in the unfused graph."""
+    x = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
+    x[0, 2, 3, 1] = np.nan
+    x[1, 4, 0, 0] = np.inf
+    got, _, want, fused = _run_both(_se_model(rng, False, relu_x=False), x)
+    assert len(fused) == 1
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-6)
+
+
+def test_squeeze_excite_gate_on_another_tensor_is_not_fused(rng):
+    proto = _se_model(rng, False)
+    proto.graph.node[-1].input[0] = "x"  # Mul(x, gate) while the pool read Relu(x)
+    x = rng.standard_normal((2, 6, 7, 5)).astype(np.float32)
+    got, _, want, fused = _run_both(proto, x)
+    assert not any(s[0].op_type == "GlobalAveragePool" for s in fused)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -20,7 +20,6 @@ from engine.backends.cpu import conv_direct, conv_shift, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
-    act_params,
     activation_of,
     bias_act_rows,
     bias_res_act_rows,
@@ -29,9 +28,13 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.conv_depthwise import depthwise_nchw
 from engine.backends.cpu.conv_numba import col2im, im2col
+from engine.backends.cpu.conv_plan import ConvPlan
+from engine.backends.cpu.conv_plan import as3d as _as3d
+from engine.backends.cpu.conv_plan import check_conv as _check
+from engine.backends.cpu.conv_plan import geom15 as _geom
+from engine.backends.cpu.conv_plan import plan as _plan
 from engine.backends.cpu.registry import cpu_kernel
-from engine.errors import KernelError
-from engine.ops.conv_pool import ConvGeometry, conv_geometry, conv_transpose_geometry
+from engine.ops.conv_pool import conv_transpose_geometry
 
 
 class _Scratch(threading.local):
@@ -48,112 +51,6 @@ class _Scratch(threading.local):
 
 
 _SCRATCH = _Scratch()
-#: fewest multiply-adds per parallel chunk of a depthwise Conv
-DW_CHUNK_MACS = 1_000_000
-#: fewest output positions per im2col tile (rounded down to whole output rows)
-TILE_COLS = 512
-
-
-def _as3d(shape) -> tuple[int, ...]:
-    return (1,) * (3 - len(shape)) + tuple(shape)
-
-
-def _geom(g: ConvGeometry, last) -> tuple[int, ...]:
-    """The 15 ints im2col/col2im take: kernel, strides, dilations, pads_begin, ``last``."""
-    one, zero = (1,) * (3 - g.rank), (0,) * (3 - g.rank)
-    return (*one, *g.kernel, *one, *g.strides, *one, *g.dilations, *zero, *g.pads_begin,
-            *one, *(int(v) for v in last))
-
-
-def _check(layer, x: np.ndarray, w: np.ndarray) -> None:
-    if x.ndim < 3 or x.ndim > 5:
-        raise KernelError(f"layer {layer.name!r}: the CPU runs {layer.op_type} on 1-D, 2-D and "
-                          f"3-D inputs only (got rank {x.ndim})")
-    if x.dtype.kind != "f" or w.dtype != x.dtype:
-        raise KernelError(f"layer {layer.name!r}: {layer.op_type} needs float input and weight "
-                          f"of one dtype, got {x.dtype} and {w.dtype}")
-
-
-class _Plan:
-    """What a Conv layer derives from its attributes, input shape and weights: computed at
-    its first run and kept on the layer while the weights (model constants) stay the same
-    objects, so later runs skip the geometry, weight reshapes and epilogue set-up."""
-
-    __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
-                 "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg")
-
-
-def _plan(layer, x: np.ndarray, w: np.ndarray, bias) -> _Plan:
-    key = (x.shape, x.dtype, threads.threads())
-    plan = layer.__dict__.get("_cpu_conv_plan")
-    if plan is not None and plan.key == key and plan.w is w and plan.bias is bias:
-        return plan
-    _check(layer, x, w)
-    g = conv_geometry(layer, x.shape, w.shape)
-    group = int(layer.attr("group", 1) or 1)
-    C, M = x.shape[1], w.shape[0]
-    if C != w.shape[1] * group or M % group:
-        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
-    plan = _Plan()
-    plan.key, plan.w, plan.bias = key, w, bias
-    plan.out_shape, plan.group = tuple(g.out_shape), group
-    plan.Cg, plan.Mg = C // group, M // group
-    plan.P = P = int(np.prod(g.out_shape))
-    plan.act = act = activation_of(layer)
-    plan.params = act_params(act, x.dtype)
-    b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
-    if g.rank == 2 and group == C and w.shape[1] == 1:
-        plan.kind = "depthwise"
-        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
-        plan.w3 = carr(w.reshape(M, *g.kernel))
-        plan.b = b
-        plan.grain = max(1, DW_CHUNK_MACS // max(1, P * plan.w3[0].size))
-        layer.__dict__["_cpu_conv_plan"] = plan
-        return plan
-    plan.K = K = int(np.prod(g.kernel))
-    plan.w2 = carr(w.reshape(M, plan.Cg * K))
-    plan.b = b
-    plan.bg = [b[k * plan.Mg:(k + 1) * plan.Mg] if b.size else b for k in range(group)]
-    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
-    plan.kind = "pointwise" if pointwise else "im2col"
-    plan.gi = gi = _geom(g, g.out_shape)
-    plan.ow, plan.rows = gi[-1], gi[-3] * gi[-2]
-    # Large outputs: im2col + sgemm tile by tile (whole output rows), so a tile's patch matrix
-    # is still in the core's cache for its product and tiles spread over the threads. A tile
-    # has at least as many columns as the weights have rows (else re-reading the weights per
-    # tile costs more than the patch traffic saved) and at least 64K patch elements. Small
-    # outputs: one patch matrix, with the product's rows split over the threads.
-    plan.per = max(1, max(TILE_COLS, plan.Mg, 65536 // (plan.Cg * K)) // plan.ow)
-    plan.ntiles = -(-plan.rows // plan.per)
-    plan.tiled = plan.ntiles >= 2 * key[2]
-    plan.wino = None
-    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and tuple(g.kernel) == (3, 3)
-            and tuple(g.strides) == (1, 1) and tuple(g.dilations) == (1, 1)
-            and x.dtype == np.float32 and min(g.out_shape) >= 1):
-        m = winograd.choose(C, M, *g.out_shape)
-        if m:
-            wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
-            if wp.finite():  # else NaN/Inf weights would spread over whole tiles
-                plan.kind, plan.wino = "winograd", wp
-    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and x.dtype == np.float32
-            and conv_direct.wanted(C, M, g.kernel, g.strides, g.out_shape)):
-        plan.kind = "direct"
-        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
-        plan.w3 = carr(w.reshape(M * C, *g.kernel))
-    if (plan.kind == "im2col" and not plan.tiled and g.rank == 2 and group == 1
-            and tuple(g.strides) == (1, 1) and conv_shift.wanted(M)):
-        # small stride-1 outputs with few output channels: patch rows as whole shifted runs
-        # (``conv_shift``); with more channels the product's extra columns cost more than
-        # the cheaper patch matrix saves
-        (pt, pl), (pb, pr) = g.pads_begin, g.pads_end
-        Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
-        plan.kind = "shift"
-        plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
-    layer.__dict__["_cpu_conv_plan"] = plan
-    return plan
-
-
 class _Fused:
     """What the CPU plan fused into one Conv call (``step_fusion``): an activation replacing
     the layer's own, and/or a residual added after it, followed by ``post``."""
@@ -166,7 +63,7 @@ class _Fused:
         self.pparams = np.array(post[1:], dtype)
 
 
-def _epi(y2d: np.ndarray, b: np.ndarray, plan: _Plan, act, params, res2d=None, fz=None):
+def _epi(y2d: np.ndarray, b: np.ndarray, plan: ConvPlan, act, params, res2d=None, fz=None):
     """Bias + activation (+ residual and ``post``) on a block of ``y2d``
     (``fn(r0, r1, c0, c1)``), or None when there is nothing to do."""
     if res2d is not None:

@@ -11,6 +11,8 @@ reads, saving a pass over memory and a layer's dispatch:
   activation becomes the Conv's epilogue (when the Conv has no fused activation yet);
   HardSwish and HardSigmoid written out with Add/Clip/Mul/Div likewise
   (``step_fusion_conv``);
+* squeeze-and-excitation (GlobalAveragePool, two 1x1 Convs, Mul) as one step
+  (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
 * attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``;
 * MatMul by a constant weight + bias Add [+ GELU | + residual Add]: ``step_fusion_linear``.
@@ -30,7 +32,11 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
-from engine.backends.cpu.step_fusion_conv import match_clip_div, match_hswish_exported
+from engine.backends.cpu.step_fusion_conv import (
+    match_clip_div,
+    match_hswish_exported,
+    match_squeeze_excite,
+)
 from engine.backends.cpu.step_fusion_linear import match_linear
 from engine.backends.cpu.step_fusion_nlp import (
     match_attention,
@@ -74,6 +80,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
             continue
         if layer.op_type == "Conv":
             fused = _conv_chain(i, steps, st[3], only_users, constants)
+        elif layer.op_type == "GlobalAveragePool":
+            fused = match_squeeze_excite(i, steps, st[3], only_users, constants)
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
             fused = _bn_relu(i, steps, st[3], only_users)
         elif layer.op_type == "MatMul":

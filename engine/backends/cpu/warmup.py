@@ -30,6 +30,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     from engine.backends.cpu import kernels_gemm as kg
     from engine.backends.cpu import kernels_norm as kn
     from engine.backends.cpu import kernels_pool as kp
+    from engine.backends.cpu import kernels_se as ks
     from engine.backends.cpu import kernels_winograd as kw
 
     rng = np.random.default_rng(0)
@@ -57,6 +58,9 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), [x])),
         ("MaxPool (Indices), LpPool", ("MaxPool", "LpPool"), lambda: kp.MaxPool(
             _layer("MaxPool", 2, kernel_shape=[2, 2]), [x])),
+        ("squeeze-and-excitation", ("GlobalAveragePool",), lambda: ks.squeeze_excite(
+            x, _layer("Conv", activation="Relu"), r(2, 4, 1, 1), r(2), _layer("Conv"),
+            r(4, 2, 1, 1), None, (5, 0.2, 0.5))),
         ("global pools", ("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"),
          lambda: kp.GlobalAveragePool(_layer("GlobalAveragePool"), [x])),
         ("BatchNormalization", ("BatchNormalization",), lambda: kn.BatchNormalization(

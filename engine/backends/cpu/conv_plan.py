@@ -1,0 +1,118 @@
+"""What a CPU Conv layer derives once from its attributes, input shape and weights
+(``kernels_conv``): the geometry, reshaped weights, the kind of kernel that runs it
+(depthwise, direct, pointwise, Winograd, shifted rows or im2col) and its tiling."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.cpu import conv_direct, conv_shift, threads
+from engine.backends.cpu import kernels_winograd as winograd
+from engine.backends.cpu.activation import act_params, activation_of, carr
+from engine.errors import KernelError
+from engine.ops.conv_pool import ConvGeometry, conv_geometry
+
+#: fewest multiply-adds per parallel chunk of a depthwise Conv
+DW_CHUNK_MACS = 1_000_000
+#: fewest output positions per im2col tile (rounded down to whole output rows)
+TILE_COLS = 512
+
+
+def as3d(shape) -> tuple[int, ...]:
+    return (1,) * (3 - len(shape)) + tuple(shape)
+
+
+def geom15(g: ConvGeometry, last) -> tuple[int, ...]:
+    """The 15 ints im2col/col2im take: kernel, strides, dilations, pads_begin, ``last``."""
+    one, zero = (1,) * (3 - g.rank), (0,) * (3 - g.rank)
+    return (*one, *g.kernel, *one, *g.strides, *one, *g.dilations, *zero, *g.pads_begin,
+            *one, *(int(v) for v in last))
+
+
+def check_conv(layer, x: np.ndarray, w: np.ndarray) -> None:
+    if x.ndim < 3 or x.ndim > 5:
+        raise KernelError(f"layer {layer.name!r}: the CPU runs {layer.op_type} on 1-D, 2-D and "
+                          f"3-D inputs only (got rank {x.ndim})")
+    if x.dtype.kind != "f" or w.dtype != x.dtype:
+        raise KernelError(f"layer {layer.name!r}: {layer.op_type} needs float input and weight "
+                          f"of one dtype, got {x.dtype} and {w.dtype}")
+
+
+class ConvPlan:
+    """What a Conv layer derives from its attributes, input shape and weights: computed at
+    its first run and kept on the layer while the weights (model constants) stay the same
+    objects, so later runs skip the geometry, weight reshapes and epilogue set-up."""
+
+    __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
+                 "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
+                 "ntiles", "tiled", "bg", "wino", "sg")
+
+
+def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
+    key = (x.shape, x.dtype, threads.threads())
+    plan = layer.__dict__.get("_cpu_conv_plan")
+    if plan is not None and plan.key == key and plan.w is w and plan.bias is bias:
+        return plan
+    check_conv(layer, x, w)
+    g = conv_geometry(layer, x.shape, w.shape)
+    group = int(layer.attr("group", 1) or 1)
+    C, M = x.shape[1], w.shape[0]
+    if C != w.shape[1] * group or M % group:
+        raise KernelError(f"layer {layer.name!r}: Conv channels {C}/{M} do not fit group {group}")
+    plan = ConvPlan()
+    plan.key, plan.w, plan.bias = key, w, bias
+    plan.out_shape, plan.group = tuple(g.out_shape), group
+    plan.Cg, plan.Mg = C // group, M // group
+    plan.P = P = int(np.prod(g.out_shape))
+    plan.act = act = activation_of(layer)
+    plan.params = act_params(act, x.dtype)
+    b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
+    if g.rank == 2 and group == C and w.shape[1] == 1:
+        plan.kind = "depthwise"
+        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.w3 = carr(w.reshape(M, *g.kernel))
+        plan.b = b
+        plan.grain = max(1, DW_CHUNK_MACS // max(1, P * plan.w3[0].size))
+        layer.__dict__["_cpu_conv_plan"] = plan
+        return plan
+    plan.K = K = int(np.prod(g.kernel))
+    plan.w2 = carr(w.reshape(M, plan.Cg * K))
+    plan.b = b
+    plan.bg = [b[k * plan.Mg:(k + 1) * plan.Mg] if b.size else b for k in range(group)]
+    pointwise = K == 1 and all(s == 1 for s in g.strides) and not any(g.pads)
+    plan.kind = "pointwise" if pointwise else "im2col"
+    plan.gi = gi = geom15(g, g.out_shape)
+    plan.ow, plan.rows = gi[-1], gi[-3] * gi[-2]
+    # Large outputs: im2col + sgemm tile by tile (whole output rows), so a tile's patch matrix
+    # is still in the core's cache for its product and tiles spread over the threads. A tile
+    # has at least as many columns as the weights have rows (else re-reading the weights per
+    # tile costs more than the patch traffic saved) and at least 64K patch elements. Small
+    # outputs: one patch matrix, with the product's rows split over the threads.
+    plan.per = max(1, max(TILE_COLS, plan.Mg, 65536 // (plan.Cg * K)) // plan.ow)
+    plan.ntiles = -(-plan.rows // plan.per)
+    plan.tiled = plan.ntiles >= 2 * key[2]
+    plan.wino = None
+    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and tuple(g.kernel) == (3, 3)
+            and tuple(g.strides) == (1, 1) and tuple(g.dilations) == (1, 1)
+            and x.dtype == np.float32 and min(g.out_shape) >= 1):
+        m = winograd.choose(C, M, *g.out_shape)
+        if m:
+            wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
+            if wp.finite():  # else NaN/Inf weights would spread over whole tiles
+                plan.kind, plan.wino = "winograd", wp
+    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and x.dtype == np.float32
+            and conv_direct.wanted(C, M, g.kernel, g.strides, g.out_shape)):
+        plan.kind = "direct"
+        plan.gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.w3 = carr(w.reshape(M * C, *g.kernel))
+    if (plan.kind == "im2col" and not plan.tiled and g.rank == 2 and group == 1
+            and tuple(g.strides) == (1, 1) and conv_shift.wanted(M)):
+        # small stride-1 outputs with few output channels: patch rows as whole shifted runs
+        # (``conv_shift``); with more channels the product's extra columns cost more than
+        # the cheaper patch matrix saves
+        (pt, pl), (pb, pr) = g.pads_begin, g.pads_end
+        Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
+        plan.kind = "shift"
+        plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
+    layer.__dict__["_cpu_conv_plan"] = plan
+    return plan
