@@ -158,6 +158,8 @@ def LayerNormalization(layer, inputs):
     eps = float(layer.attr("epsilon", 1e-5))
     parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi), rows,
                  grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+    if not any(layer.outputs[1:]):  # mean and inverse deviation not asked for (the usual)
+        return out.reshape(x.shape)
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
     stash = np.float32 if int(layer.attr("stash_type", 1)) == 1 else x.dtype
     return (out.reshape(x.shape), mean.astype(stash).reshape(stat_shape),
