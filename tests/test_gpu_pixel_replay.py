@@ -8,6 +8,7 @@ import importlib.util
 import os
 
 import numpy as np
+import onnx
 import pytest
 from modelgen import I64, F, model, ort_run
 from onnx import helper
@@ -58,8 +59,7 @@ def test_replay_matches_normal_path_and_onnxruntime(rng, name, raw, monkeypatch)
         assert _status(fast) == "replayed", fast._backend.replay_status
         assert not slow._backend.replay_status
         (rep,) = fast._backend._replays._by_sig.values()
-        lists = [op[1] for op in rep.ring[0][2] if op[0] == "passes"]
-        assert lists and all(pl.raw == raw for pl in lists)
+        assert rep.ring[0][2].raw == raw
         profile = fast.last_profile
     # the first replayed run reads its pass timestamps; later ones repeat them
     gpu = [t for t in profile.layers if t.source.startswith("gpu-timestamp")]
@@ -204,3 +204,66 @@ def test_family_with_host_prefix_and_mid_run_submit(rng):
         assert _status(fast) == "replayed", fast._backend.replay_status
         (rep,) = fast._backend._replays._by_sig.values()
         assert rep.prefix
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw-passes", "public-api"])
+def test_lstm_copies_replay_in_order_with_the_passes(rng, raw, monkeypatch):
+    """crnn's LSTM copies each step's state into its history texture between passes."""
+    from engine import families
+
+    if not raw:
+        monkeypatch.setattr(rawpass, "NATIVE", None)
+    fam = families.get("crnn_recognizer")
+    m = ModelLoader.load(families.path("crnn_recognizer"))
+    with Worker(m, PIXEL) as fast, Worker(m, PIXEL, replay=False) as slow:
+        for _ in range(4):
+            feeds = fam.inputs("test", rng)
+            np.testing.assert_array_equal(_run(fast, feeds), _run(slow, feeds))
+        assert _status(fast) == "replayed", fast._backend.replay_status
+        (rep,) = fast._backend._replays._by_sig.values()
+        items = rep.ring[0][2].passes
+        assert any(item[0] is None for item in items) and rep.ring[0][2].raw == raw
+
+
+def test_fixed_values_are_written_once(rng):
+    """Resize uploads index tables fixed by the signature: a replay writes them once into
+    textures of its own; a run writes its input only."""
+    scales = np.array([1, 1, 2, 2], np.float32)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Resize", ["r", "", "scales"], ["z"], mode="nearest"),
+             helper.make_node("Resize", ["z", "", "scales"], ["z2"], mode="linear"),
+             helper.make_node("Sigmoid", ["z2"], ["y"])]
+    proto = model(nodes, [("x", F, [1, 4, 5, 6])], [("y", F, [1, 4, 20, 24])],
+                  [("scales", scales)])
+    m = ModelLoader.from_proto(proto)
+    with Worker(m, PIXEL) as worker:
+        for _ in range(4):
+            feeds = {"x": rng.standard_normal((1, 4, 5, 6)).astype(np.float32)}
+            np.testing.assert_allclose(_run(worker, feeds), ort_run(proto, feeds)[0],
+                                       rtol=1e-5, atol=1e-6)
+        assert _status(worker) == "replayed"
+        (rep,) = worker._backend._replays._by_sig.values()
+        assert [feed[0] for _, feed in rep.writes] == ["x"]
+
+
+@pytest.mark.parametrize("backend", [PIXEL, BackendType.GPU_COMPUTE])
+def test_if_on_an_input_replays_the_branch_it_recorded(rng, backend):
+    """audio_streaming's If takes a branch from ``sr == 16000`` (computed on the CPU): runs
+    taking the recorded branch are replayed, the others take the normal path."""
+    from engine import families
+
+    fam = families.get("audio_streaming")
+    m = ModelLoader.load(families.path("audio_streaming"))
+    proto = onnx.load(families.path("audio_streaming"))
+    with Worker(m, backend) as worker:
+        for sr in (16000, 16000, 16000, 32000, 16000, 32000, 32000):
+            feeds = fam.inputs("bench", rng)
+            feeds["sr"] = np.array(sr, np.int64)
+            worker.schedule(feeds)
+            got = [worker.peek_output(o.name).download_to_array() for o in m.outputs]
+            want = ort_run(proto, feeds)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
+        assert _status(worker) == "replayed", worker._backend.replay_status
+        (rep,) = worker._backend._replays._by_sig.values()
+        assert [taken for _, taken in rep.guards] == [True]

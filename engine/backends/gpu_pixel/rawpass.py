@@ -17,7 +17,8 @@ from __future__ import annotations
 
 #: wgpu-py versions whose descriptor structs and entry points this module was checked against
 RAW_VERSIONS = ("0.32.0",)
-_FUNCTIONS = ("wgpuCommandEncoderBeginRenderPass", "wgpuRenderPassEncoderSetPipeline",
+_FUNCTIONS = ("wgpuCommandEncoderBeginRenderPass", "wgpuCommandEncoderCopyTextureToTexture",
+              "wgpuRenderPassEncoderSetPipeline",
               "wgpuRenderPassEncoderSetBindGroup", "wgpuRenderPassEncoderDraw",
               "wgpuRenderPassEncoderEnd", "wgpuRenderPassEncoderRelease")
 _CONSTANTS = ("WGPULoadOp_Clear", "WGPUStoreOp_Store", "WGPU_DEPTH_SLICE_UNDEFINED")
@@ -38,6 +39,8 @@ def _native():
         ffi.new("WGPURenderPassDescriptor *")
         ffi.new("WGPUPassTimestampWrites *")
         ffi.new("WGPURenderPassColorAttachment[]", 1)
+        ffi.new("WGPUTexelCopyTextureInfo *")
+        ffi.new("WGPUExtent3D *")
     except Exception:  # noqa: BLE001 - the structs changed: use the public API
         return None
     return ffi, lib
@@ -51,11 +54,13 @@ def raw_available() -> bool:
 
 
 class PassList:
-    """Render passes drawing a full-screen triangle each, recorded the same way every time.
+    """Render passes drawing a full-screen triangle each, and texture copies between them,
+    recorded the same way every time.
 
-    ``passes``: (target view, pipeline, bind group, first timestamp index or -1); a pass with
-    a stamp index writes two timestamps (begin, end) into ``query_set`` when ``record`` is
-    asked to stamp."""
+    ``passes``: (target view, pipeline, bind group, first timestamp index or -1) for a pass,
+    which writes two timestamps (begin, end) into ``query_set`` when ``record`` is asked to
+    stamp; (None, source Tex, destination Tex, row) for a copy of all of the source into the
+    destination from that row on."""
 
     def __init__(self, passes: list[tuple], query_set=None, raw: bool = True):
         self.passes = passes
@@ -71,6 +76,10 @@ class PassList:
         ffi, lib = NATIVE
         null = ffi.NULL
         for view, pipeline, group, stamp in self.passes:
+            if view is None:
+                self._plain.append(self._raw_copy(pipeline, group, stamp))
+                self._stamped.append(self._plain[-1])
+                continue
             att = ffi.new("WGPURenderPassColorAttachment[]", 1)
             att[0].view = view._internal
             att[0].resolveTarget = null
@@ -99,6 +108,20 @@ class PassList:
                 self._keep.append(writes)
             self._stamped.append((stamped, pipeline._internal, group._internal))
 
+    def _raw_copy(self, src, dst, y: int) -> tuple:
+        ffi, _ = NATIVE
+        infos = []
+        for tex, row in ((src, 0), (dst, y)):
+            info = ffi.new("WGPUTexelCopyTextureInfo *")
+            info.texture = tex.texture._internal
+            info.mipLevel = 0
+            info.origin.x, info.origin.y, info.origin.z = 0, row, 0
+            infos.append(info)
+        size = ffi.new("WGPUExtent3D *")
+        size.width, size.height, size.depthOrArrayLayers = src.width, src.height, 1
+        self._keep += infos + [size]
+        return (None, infos[0], infos[1], size)
+
     def record(self, encoder, stamp: bool = False) -> None:
         """Record every pass into ``encoder`` (with timestamps when ``stamp``)."""
         if not self.raw:
@@ -113,7 +136,11 @@ class PassList:
         draw = lib.wgpuRenderPassEncoderDraw
         end = lib.wgpuRenderPassEncoderEnd
         release = lib.wgpuRenderPassEncoderRelease
-        for desc, pipeline, group in (self._stamped if stamp else self._plain):
+        copy = lib.wgpuCommandEncoderCopyTextureToTexture
+        for desc, pipeline, group, *size in (self._stamped if stamp else self._plain):
+            if desc is None:
+                copy(enc, pipeline, group, size[0])
+                continue
             p = begin(enc, desc)
             set_pipeline(p, pipeline)
             set_group(p, 0, group, 0, null)
@@ -124,6 +151,12 @@ class PassList:
     def _record_public(self, encoder, stamp: bool) -> None:
         qs = self.query_set if stamp else None
         for view, pipeline, group, index in self.passes:
+            if view is None:  # a copy: (None, source, destination, row)
+                encoder.copy_texture_to_texture(
+                    {"texture": pipeline.texture, "origin": (0, 0, 0)},
+                    {"texture": group.texture, "origin": (0, index, 0)},
+                    (pipeline.width, pipeline.height, 1))
+                continue
             writes = None
             if qs is not None and index >= 0:
                 writes = {"query_set": qs, "beginning_of_pass_write_index": index,
