@@ -25,6 +25,7 @@ import numpy as np
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
+from engine.backends.gpu_common.guards import guards_hold, host_values
 from engine.backends.gpu_compute.memory import GpuTensor
 from engine.profile import LayerTiming
 from engine.tensor import Stored, free_released
@@ -67,7 +68,17 @@ class Replay:
         self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in model.layers]
         self._arena: list = []  # pool allocations held by the replay
+        self.prefix: list = []  # CPU layers computing If conditions (recording.analyse)
+        self.guards: list = []  # (condition, branch taken) of each If
         self._objects: list = []  # buffers of fixed values: kept alive
+
+    def inputs_for(self, worker, feeds: dict) -> dict | None:
+        """``feeds`` and the host prefix's values, or None when an ``If`` would take
+        another branch than the recorded run."""
+        if not self.guards:
+            return feeds
+        values = host_values(worker, self.prefix, self.model.constants, feeds)
+        return values if guards_hold(self.guards, values) else None
 
     def release(self) -> None:
         """Give the arena and the output sets back to the pool (the replay is dropped)."""
@@ -234,8 +245,11 @@ class Replays:
             return None
         replay = self._by_sig.get(sig)
         if replay is not None:
+            values = replay.inputs_for(worker, feeds)
+            if values is None:  # an If takes another branch than when recorded
+                return None
             self._by_sig.move_to_end(sig)
-            return replay.run(worker, feeds, futures)
+            return replay.run(worker, values, futures)
         if self.status.get(sig, "recording") != "recording":
             return None  # not replayable: the status says why
         runs = self._runs[sig] = self._runs.get(sig, 0) + 1
@@ -246,7 +260,7 @@ class Replays:
             self.status[sig] = rec.reason
             return None
         self.status[sig] = "recording"
-        backend._rec, rec.signature = rec, sig
+        backend._rec, rec.signature, rec.worker = rec, sig, worker
         return None
 
     def finish(self, outputs: dict) -> None:
@@ -272,7 +286,7 @@ class Replays:
         return Recorder(model, plan, feeds)
 
     def build(self, backend, rec, outputs: dict):
-        from engine.backends.gpu_compute.recording import build
+        from engine.backends.gpu_compute.replay_build import build
 
         return build(backend, rec, outputs)
 

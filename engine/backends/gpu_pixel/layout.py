@@ -84,15 +84,19 @@ def fit_reason(shape: tuple[int, ...], max_dim: int = DEFAULT_MAX_DIM) -> str | 
     return None
 
 
-def pack(array: np.ndarray) -> np.ndarray:
-    """(height, width, 4) float32 texel data of ``array``; padding components are 0.
+def pack(array: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """(height, width, 4) float32 texel data of ``array``; padding components are 0
+    (``out``: an array of that shape to fill, e.g. one kept between runs).
 
     One strided copy per texel component (channels c, c + 4, ...): 3-4x faster than
     padding the array and moving the component axis last (270 -> 70 us for 1x3x224x224)."""
     lay = layout_of(tuple(array.shape))
     a = np.asarray(array, dtype=np.float32).reshape(lay.dims)
     ax = lay.axis
-    out = np.empty((lay.height, lay.width, 4), np.float32)
+    if ax == MAX_RANK - 1 and lay.dims[ax] % 4 == 0:  # texels are the memory order
+        return np.ascontiguousarray(a).reshape(lay.height, lay.width, 4)
+    if out is None or out.shape != (lay.height, lay.width, 4):
+        out = np.empty((lay.height, lay.width, 4), np.float32)
     dst = out.reshape(lay.dims[:ax] + (lay.blocked[ax],) + lay.dims[ax + 1:] + (4,))
     head, tail = (slice(None),) * ax, (slice(None),) * (MAX_RANK - ax - 1)
     for c in range(4):

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 #: wgpu-py versions whose descriptor structs and entry points this module was checked against
 RAW_VERSIONS = ("0.32.0",)
-_FUNCTIONS = ("wgpuCommandEncoderBeginRenderPass", "wgpuRenderPassEncoderSetPipeline",
+_FUNCTIONS = ("wgpuCommandEncoderBeginRenderPass", "wgpuCommandEncoderCopyTextureToTexture",
+              "wgpuRenderPassEncoderSetPipeline",
               "wgpuRenderPassEncoderSetBindGroup", "wgpuRenderPassEncoderDraw",
               "wgpuRenderPassEncoderEnd", "wgpuRenderPassEncoderRelease",
               "wgpuRenderPassEncoderSetScissorRect")
@@ -40,6 +41,8 @@ def _native():
         ffi.new("WGPURenderPassDescriptor *")
         ffi.new("WGPUPassTimestampWrites *")
         ffi.new("WGPURenderPassColorAttachment[]", 1)
+        ffi.new("WGPUTexelCopyTextureInfo *")
+        ffi.new("WGPUExtent3D *")
     except Exception:  # noqa: BLE001 - the structs changed: use the public API
         return None
     return ffi, lib
@@ -53,13 +56,16 @@ def raw_available() -> bool:
 
 
 class PassList:
-    """Render passes drawing a full-screen triangle each, recorded the same way every time.
+    """Render passes drawing a full-screen triangle each, and texture copies between them,
+    recorded the same way every time.
 
-    ``passes``: (target view, pipeline, bind group, first timestamp index or -1[, scissor]);
-    a pass with a stamp index writes two timestamps (begin, end) into ``query_set`` when
-    ``record`` is asked to stamp. A pass with a scissor ``(width, height)`` has a list of
-    target views (several colour targets), draws only that rectangle and keeps the rest of
-    its targets (load, not clear)."""
+    ``passes``: (target view, pipeline, bind group, first timestamp index or -1[, scissor])
+    for a pass, which writes two timestamps (begin, end) into ``query_set`` when ``record``
+    is asked to stamp; a pass with a scissor ``(width, height)`` has a list of target views
+    (several colour targets), draws only that rectangle and keeps the rest of its targets
+    (load, not clear). (None, source Tex, destination Tex, (x, y), width or None) is a copy
+    of the source's columns [0, width) (all of it for None), all rows, into the destination
+    at (x, y)."""
 
     def __init__(self, passes: list[tuple], query_set=None, raw: bool = True):
         self.passes = passes
@@ -75,6 +81,10 @@ class PassList:
         ffi, lib = NATIVE
         null = ffi.NULL
         for view, pipeline, group, stamp, *extra in self.passes:
+            if view is None:
+                self._plain.append(self._raw_copy(pipeline, group, stamp, extra[0]))
+                self._stamped.append(self._plain[-1])
+                continue
             scissor = extra[0] if extra else None
             views = view if scissor is not None else [view]
             att = ffi.new("WGPURenderPassColorAttachment[]", len(views))
@@ -106,8 +116,23 @@ class PassList:
                 self._keep.append(writes)
             self._stamped.append((stamped, pipeline._internal, group._internal, scissor))
 
+    def _raw_copy(self, src, dst, at: tuple[int, int], width: int | None) -> tuple:
+        ffi, _ = NATIVE
+        infos = []
+        for tex, (x, y) in ((src, (0, 0)), (dst, at)):
+            info = ffi.new("WGPUTexelCopyTextureInfo *")
+            info.texture = tex.texture._internal
+            info.mipLevel = 0
+            info.origin.x, info.origin.y, info.origin.z = x, y, 0
+            infos.append(info)
+        size = ffi.new("WGPUExtent3D *")
+        size.width = src.width if width is None else width
+        size.height, size.depthOrArrayLayers = src.height, 1
+        self._keep += infos + [size]
+        return (None, infos[0], infos[1], size)
+
     def record(self, encoder, stamp: bool = False) -> None:
-        """Record every pass into ``encoder`` (with timestamps when ``stamp``)."""
+        """Record every pass and copy into ``encoder`` (with timestamps when ``stamp``)."""
         if not self.raw:
             self._record_public(encoder, stamp)
             return
@@ -121,12 +146,16 @@ class PassList:
         end = lib.wgpuRenderPassEncoderEnd
         release = lib.wgpuRenderPassEncoderRelease
         scissor_rect = lib.wgpuRenderPassEncoderSetScissorRect
-        for desc, pipeline, group, scissor in (self._stamped if stamp else self._plain):
+        copy = lib.wgpuCommandEncoderCopyTextureToTexture
+        for desc, pipeline, group, extra in (self._stamped if stamp else self._plain):
+            if desc is None:  # a copy: (None, source info, destination info, size)
+                copy(enc, pipeline, group, extra)
+                continue
             p = begin(enc, desc)
             set_pipeline(p, pipeline)
             set_group(p, 0, group, 0, null)
-            if scissor is not None:
-                scissor_rect(p, 0, 0, scissor[0], scissor[1])
+            if extra is not None:
+                scissor_rect(p, 0, 0, extra[0], extra[1])
             draw(p, 3, 1, 0, 0)
             end(p)
             release(p)
@@ -134,6 +163,13 @@ class PassList:
     def _record_public(self, encoder, stamp: bool) -> None:
         qs = self.query_set if stamp else None
         for view, pipeline, group, index, *extra in self.passes:
+            if view is None:  # a copy: (None, source, destination, (x, y), width)
+                width = pipeline.width if extra[0] is None else extra[0]
+                encoder.copy_texture_to_texture(
+                    {"texture": pipeline.texture, "origin": (0, 0, 0)},
+                    {"texture": group.texture, "origin": (*index, 0)},
+                    (width, pipeline.height, 1))
+                continue
             scissor = extra[0] if extra else None
             writes = None
             if qs is not None and index >= 0:

@@ -19,10 +19,9 @@ repeats.
 
 from __future__ import annotations
 
-from engine.backends.base import BackendType
-from engine.backends.gpu_compute.recording import RANDOM_OPS, SHAPE_OPS, Recorder
+from engine.backends.gpu_common.guards import check_runs, host_prefix
+from engine.backends.gpu_compute.recording import Recorder
 from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.ops import op_for
 
 _HOST = PixelTensor.host  # the slot itself: reads through it are not watched
 
@@ -59,13 +58,14 @@ class PixelRecorder(Recorder):
     def __init__(self, model, plan, feeds: dict):
         super().__init__(model, plan, feeds)
         self.static, self.prefix, self.reason = host_prefix(model, plan.placement, feeds)
+        self.inputs = set(feeds)
         self.prefix_names = {o for layer in self.prefix for o in layer.outputs if o}
         self.constants = {id(v) for v in model.constants.values()}
         if len(self.feeds) < len(feeds) and not self.reason:
             self.reason = "two inputs were given the same array"
-        #: id(host array) -> (input name, dtype to convert to or None)
+        #: id(host array) -> (input name, dtype to convert to or None, shape or None)
         self.sources: dict[int, tuple[str, object]] = {
-            k: (name, None) for k, name in self.feeds.items()}
+            k: (name, None, None) for k, name in self.feeds.items()}
         self.allocated_tex: list = []  # textures the pool handed out during the run
 
     # -- events from the backend and the renderer -------------------------------------------
@@ -80,12 +80,13 @@ class PixelRecorder(Recorder):
         for name, h in zip(layer.all_inputs(), handles):
             if name in self.prefix_names and isinstance(h, FeedTensor) and h.feed is None:
                 h.feed = name
-                self.sources[id(raw_host(h))] = (name, None)
+                self.sources[id(raw_host(h))] = (name, None, None)
 
-    def converted(self, source: PixelTensor, array, dtype) -> None:
-        """``array`` is ``source``'s host array converted to ``dtype`` (by the backend)."""
+    def converted(self, source: PixelTensor, array, dtype, shape=None) -> None:
+        """``array`` is ``source``'s host array converted to ``dtype`` and/or reshaped to
+        ``shape`` (by the backend)."""
         if isinstance(source, FeedTensor) and source.feed is not None:
-            self.sources[id(array)] = (source.feed, dtype)
+            self.sources[id(array)] = (source.feed, dtype, shape)
             self.keep.append(array)
 
     def took(self, tex) -> None:
@@ -117,8 +118,13 @@ class PixelRecorder(Recorder):
             return self.reason
         if self.hits:
             return f"a GPU kernel reads the value of {self.hits[0]!r} (not fixed by the shapes)"
-        if self.layers_run != self.gpu_layers:
-            return "the run placed layers differently from the plan"
+        why = host_prefix(self.model, self.plan.placement, self.inputs)[2]
+        if why:  # placement may have changed during the run
+            return why
+        self.guards, why = check_runs(self.model, self.plan.placement, self.watched,
+                                      self.gpu_layers, self.host_values())
+        if why:
+            return why
         made = {id(t) for t in self.allocated_tex}
         for name, slot in outputs.items():
             if slot is None or slot.dev is None or getattr(slot.dev, "tex", None) is None \
@@ -126,36 +132,3 @@ class PixelRecorder(Recorder):
                 return f"output {name!r} is not computed on the device"
         return None
 
-
-def host_prefix(model, placement, feeds) -> tuple[set[str], list, str | None]:
-    """(names fixed by the signature, CPU layers computing only on inputs, constants and
-    each other, why the plan cannot be replayed or None)."""
-    static = set(model.constants)
-    made: set[str] = set()  # outputs of the prefix
-    prefix: list = []
-    reason = None
-    for layer in model.layers:
-        names = [n for n in layer.all_inputs() if n]
-        outs = [o for o in layer.outputs if o]
-        on_cpu = placement[layer.name].backend is BackendType.CPU
-        if layer.op_type not in RANDOM_OPS and (
-                layer.op_type in SHAPE_OPS or all(n in static for n in names)):
-            static.update(outs)
-        elif on_cpu and layer.op_type not in RANDOM_OPS and layer.op_type != "If" and \
-                all(n in made or n in feeds or n in model.constants for n in names):
-            prefix.append(layer)
-            made.update(outs)
-        elif on_cpu:
-            return static, prefix, (f"CPU layer {layer.name!r} ({layer.op_type}) computes on "
-                                    f"values made on the GPU")
-    for layer in model.layers:  # inputs whose values decide a GPU layer's output shapes
-        op = op_for(layer)
-        if placement[layer.name].backend is BackendType.CPU or op is None:
-            continue
-        names = layer.all_inputs()
-        for i in op.cpu_inputs:
-            if i < len(names) and names[i] and names[i] not in static:
-                reason = (f"layer {layer.name!r} ({layer.op_type}) takes its shape from the "
-                          f"value of {names[i]!r}")
-                return static, prefix, reason
-    return static, prefix, reason

@@ -25,12 +25,12 @@ import numpy as np
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
+from engine.backends.gpu_common.guards import guards_hold, host_values
 from engine.backends.gpu_compute.replay import SAMPLE_EVERY, SAMPLED, Replays
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import pack
 from engine.backends.gpu_pixel.rawpass import PassList
-from engine.backends.gpu_pixel.targets import record_column_copy
-from engine.ops.base import Meta, meta_of
+from engine.ops.base import Meta
 from engine.profile import LayerTiming
 from engine.tensor import Stored, free_released
 
@@ -47,6 +47,7 @@ class PixelReplay:
         r = self.r = backend.r
         self.backend = backend
         self.prefix = list(rec.prefix)  # CPU layers run again on each run's inputs
+        self.guards = rec.guards  # (condition, branch taken) of each If
         self.constants = rec.model.constants
         self.layers = [(layer, BackendType.CPU if rec.plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in rec.model.layers]
@@ -59,30 +60,9 @@ class PixelReplay:
         self.owned = [t for k, t in local.items() if k in pooled]
         r.take_out(self.owned)
         kept = {id(t) for t in self.owned} | out_ids
-        #: (texture, (input name, dtype) or None, fixed texels): writes to textures of the run
-        #: (a write into a texture that outlives runs, a constant's, was done for good)
-        self.writes: list[tuple] = []
-        self.events: list[tuple] = []
-        touched: set[int] = set()  # textures used by the events so far
-        for ev in rec.events:
-            if ev[0] == "draw":
-                touched.update(map(id, [ev[3], *ev[4], *(ev[6] if len(ev) > 6 else ())]))
-            elif ev[0] == "copy":
-                touched.update((id(ev[2]), id(ev[3])))
-            if ev[0] != "write":
-                self.events.append(ev)
-            elif id(ev[1]) in kept:
-                tex = ev[1]
-                if id(tex) in touched:
-                    # the texture held another tensor earlier in the run (reused after a
-                    # mid-run submit): queue writes all land before the run's passes, so
-                    # this one goes through a texture of its own and a copy in order
-                    staging = r.new_owned(tex.width, tex.height)
-                    self.owned.append(staging)
-                    self.events.append(("copy", None, staging, tex, 0))
-                    tex = staging
-                touched.add(id(ev[1]))
-                self.writes.append((tex, ev[2], ev[3]))
+        #: (texture, (input name, dtype, shape)): each run's input writes; passes and copies
+        self.writes, self.events = _plan_writes(r, rec.events, kept, out_ids, self.owned)
+        self._texels: list = [None] * len(self.writes)
         n_pass = sum(ev[0] == "draw" for ev in self.events)
         self.query_set = self.resolve_buf = None
         self.stamps = 2 * n_pass if r.timestamps and 2 * n_pass <= MAX_STAMPS else 0
@@ -123,23 +103,16 @@ class PixelReplay:
                  self.outputs.values()}
         return self._adopt(fresh, busy=set())
 
-    def _ops(self, subst: dict) -> list:
-        """Pass lists and texture copies of one output set (recorded textures substituted);
+    def _ops(self, subst: dict) -> PassList:
+        """The passes and texture copies of one output set (recorded textures substituted);
         with timestamps, pass k writes stamps 2k and 2k + 1."""
-        r, ops, passes = self.r, [], []
-        count = 0
-
-        def close() -> None:
-            if passes:
-                ops.append(("passes", PassList(list(passes), self.query_set)))
-                passes.clear()
-
+        r, items, count = self.r, [], 0
         with gpu_errors("preparing a replayed plan"):
             for ev in self.events:
-                if ev[0] == "copy":  # rows from y on, or (x, width): columns from x on
-                    close()
-                    ops.append(("copy", subst.get(id(ev[2]), ev[2]),
-                                subst.get(id(ev[3]), ev[3]), *ev[4:]))
+                if ev[0] == "copy":
+                    x, width = ev[5:] if len(ev) > 5 else (0, None)
+                    items.append((None, subst.get(id(ev[2]), ev[2]),
+                                  subst.get(id(ev[3]), ev[3]), (x, ev[4]), width))
                     continue
                 _, _, (pipeline, bgl, n_tex), out, textures, params, *targets = ev
                 group = r.bind_group(bgl, n_tex, [subst.get(id(t), t) for t in textures],
@@ -148,12 +121,11 @@ class PixelReplay:
                 count += 1
                 if targets:  # several colour targets, the columns [0, width) of each
                     outs, width = targets
-                    views = [subst.get(id(t), t).view for t in outs]
-                    passes.append((views, pipeline, group, stamp, (width, out.height)))
+                    items.append(([subst.get(id(t), t).view for t in outs], pipeline, group,
+                                  stamp, (width, out.height)))
                 else:
-                    passes.append((subst.get(id(out), out).view, pipeline, group, stamp))
-            close()
-        return ops
+                    items.append((subst.get(id(out), out).view, pipeline, group, stamp))
+            return PassList(items, self.query_set)
 
     def release(self) -> None:
         """Hand every texture back to the pool (the replay is dropped)."""
@@ -165,34 +137,37 @@ class PixelReplay:
         self.owned, self.ring = [], []
 
     # -- running ----------------------------------------------------------------------------
-    def run(self, worker, feeds: dict, futures: dict[str, Future]):
-        """The run loop of a replayed plan (a generator yielding each layer, as run_placed)."""
+    def inputs_for(self, worker, feeds: dict) -> dict | None:
+        """``feeds`` and the host prefix's values, or None when an ``If`` would take
+        another branch than the recorded run."""
+        if not self.prefix:
+            return feeds
+        values = host_values(worker, self.prefix, self.constants, feeds)
+        return values if guards_hold(self.guards, values) else None
+
+    def run(self, worker, values: dict, futures: dict[str, Future]):
+        """The run loop of a replayed plan (a generator yielding each layer, as run_placed);
+        ``values``: the inputs and host-prefix values (``inputs_for``)."""
         backend, r = self.backend, self.r
         free_released()
         t_run = time.perf_counter()
         backend.begin_run()
         r.flush()
-        values = self._host_values(worker, feeds) if self.prefix else feeds
         with gpu_errors("running a replayed plan"):
             entry = self._output_set()
-            subst, ops = entry[0], entry[2]
-            for tex, feed, texels in self.writes:
-                if feed is not None:
-                    name, dtype = feed
-                    value = values[name]
-                    if dtype is not None:
-                        value = np.ascontiguousarray(value, dtype=dtype)
-                    texels = pack(value)
+            subst, passes = entry[0], entry[2]
+            for k, (tex, (name, dtype, shape)) in enumerate(self.writes):
+                value = values[name]
+                if dtype is not None:
+                    value = np.ascontiguousarray(value, dtype=dtype)
+                if shape is not None:
+                    value = value.reshape(shape)
+                # packed into the same host array every run (a new one costs page faults)
+                texels = self._texels[k] = pack(value, self._texels[k])
                 r.write(subst.get(id(tex), tex), texels)
             sample = self._sample_now()
             encoder = backend.device.create_command_encoder()
-            for op in ops:
-                if op[0] == "passes":
-                    op[1].record(encoder, sample)
-                elif len(op) == 4:
-                    r.record_copy(encoder, *op[1:])
-                else:
-                    record_column_copy(encoder, op[1], op[2], op[4], op[5])
+            passes.record(encoder, sample)
             if sample:
                 encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
             r.queue.submit([encoder.finish()])
@@ -215,16 +190,6 @@ class PixelReplay:
         worker._finish_profile(timings, (t_end - t_run) * 1e3)
         for layer, _ in self.layers:
             yield layer
-
-    def _host_values(self, worker, feeds: dict) -> dict:
-        """The inputs and the host prefix's values computed from them."""
-        values, consts, cpu = dict(feeds), self.constants, worker._cpu
-        for layer in self.prefix:
-            args = [None if not n else values[n] if n in values else consts[n]
-                    for n in layer.all_inputs()]
-            outs = cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
-            values.update((n, v) for n, v in zip(layer.outputs, outs) if n)
-        return values
 
     def _sample_now(self) -> bool:
         """Whether this run writes and reads per-pass timestamps."""
@@ -267,3 +232,61 @@ class PixelReplays(Replays):
 
     def build(self, backend, rec, outputs: dict):
         return PixelReplay(backend, rec, outputs)
+
+
+def _plan_writes(r, recorded: list, kept: set[int], out_ids: set[int], owned: list
+                 ) -> tuple[list, list]:
+    """(input writes of a run, draws and copies) from a recorded trace.
+
+    A write of a value fixed by the signature gets a texture of its own, written once now:
+    draws read that texture instead of the recorded one until the recorded one holds
+    another tensor. An input written into a texture that held another tensor earlier in the
+    run (reused after a mid-run submit) goes through a texture of its own and a copy in
+    order with the passes: a run's queue writes all land before its passes. A write into a
+    texture that outlives runs (a constant's) was done for good."""
+    writes, events = [], []
+    touched: set[int] = set()  # recorded textures used so far
+    alias: dict[int, object] = {}  # recorded texture -> the fixed texture standing for it
+
+    def sub(t):
+        return alias.get(id(t), t)
+
+    for ev in recorded:
+        if ev[0] == "draw":  # [, the targets of a multi-target pass and its width]
+            _, label, pipe, out, textures, params, *targets = ev
+            events.append((ev[0], label, pipe, out, [sub(t) for t in textures], params,
+                           *targets))
+            outs = targets[0] if targets else [out]
+            for t in outs:
+                alias.pop(id(t), None)
+            touched.update(map(id, [*outs, *textures]))
+            continue
+        if ev[0] == "copy":  # rows from y on [, or columns: x and width]
+            _, layer, src, dst, y, *columns = ev
+            if id(dst) in alias:  # rows copied into a fixed value: start from its data
+                events.append(("copy", None, alias.pop(id(dst)), dst, 0))
+            events.append(("copy", layer, sub(src), dst, y, *columns))
+            touched.update((id(src), id(dst)))
+            continue
+        tex, feed, texels = ev[1:]
+        if id(tex) not in kept:
+            continue
+        if feed is None:
+            fixed = r.new_owned(tex.width, tex.height)
+            r.write(fixed, texels)
+            owned.append(fixed)
+            alias[id(tex)] = fixed
+            continue
+        alias.pop(id(tex), None)
+        if id(tex) in touched:
+            staging = r.new_owned(tex.width, tex.height)
+            owned.append(staging)
+            events.append(("copy", None, staging, tex, 0))
+            tex = staging
+        touched.add(id(ev[1]))
+        writes.append((tex, feed))
+    for key, fixed in alias.items():  # an output holding a fixed value
+        if key in out_ids:
+            events.append(("copy", None, fixed, next(o for o in recorded if o[0] == "write"
+                                                      and id(o[1]) == key)[1], 0))
+    return writes, events
