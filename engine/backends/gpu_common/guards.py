@@ -12,6 +12,7 @@ import numpy as np
 
 from engine.backends.base import BackendType
 from engine.ops import op_for
+from engine.ops.base import meta_of
 
 #: CPU layers whose outputs depend only on their inputs' shapes
 SHAPE_OPS = ("Shape", "Size")
@@ -65,8 +66,6 @@ def guards_hold(guards: list[tuple[str, bool]], values: dict) -> bool:
 
 def host_values(worker, prefix: list, constants: dict, feeds: dict) -> dict:
     """The inputs and the values of the host prefix's layers computed from them."""
-    from engine.run_loops import meta_of
-
     values, cpu = dict(feeds), worker._cpu
     for layer in prefix:
         args = [None if not n else values[n] if n in values else constants[n]
