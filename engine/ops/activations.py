@@ -92,10 +92,10 @@ _RECORDS = (
     UnaryOp("Softplus"),
     UnaryOp("Softsign"),
     UnaryOp("Mish"),
-    UnaryOp("HardSwish"),
+    UnaryOp("HardSwish", activation=True),
     UnaryOp("Shrink", (("bias", 0.0), ("lambd", 0.5))),
     UnaryOp("Gelu", (("approximate", "none"),), choices={"approximate": ("none", "tanh")}),
-    UnaryOp("Swish", (("alpha", 1.0),)),
+    UnaryOp("Swish", (("alpha", 1.0),), activation=True),
     # maths
     UnaryOp("Exp"), UnaryOp("Log"), UnaryOp("Sqrt"), UnaryOp("Reciprocal"),
     UnaryOp("Sin"), UnaryOp("Cos"), UnaryOp("Tan"), UnaryOp("Asin"), UnaryOp("Acos"),

@@ -1,5 +1,6 @@
 """Import-time fusion: fold BatchNormalization and per-channel Mul/Add into Conv weights, fold
-per-channel Mul/Add into a BatchNormalization, fuse an activation into Conv/Gemm, turn 2-D
+per-channel Mul/Add into a BatchNormalization, fuse an activation into Conv/Gemm (SiLU as
+exporters write it, Sigmoid then Mul by the same input, as the activation Swish), turn 2-D
 MatMul+Add into Gemm.
 
 A layer with a fused activation keeps its ONNX op type (``Conv``/``Gemm``) and gets the
@@ -39,6 +40,10 @@ def apply_activation(y: np.ndarray, name: str | None, params) -> np.ndarray:
         return np.clip(y * p[0] + p[1], 0, 1)
     if name == "Tanh":
         return np.tanh(y)
+    if name == "HardSwish":
+        return y * np.clip(y / 6 + 0.5, 0, 1)
+    if name == "Swish":
+        return y / (1 + np.exp(-p[0] * y))
     raise ValueError(f"unknown fused activation {name!r}")
 
 
@@ -196,10 +201,14 @@ class _Fuser:
     def fuse_activation(self, layer: Layer) -> bool:
         if layer.attr("activation") or len(layer.outputs) != 1:
             return False
+        if self.fuse_silu(layer):
+            return True
         nxt = self.sole_user(layer.outputs[0])
         if nxt is None or nxt.op_type not in ACTIVATIONS or nxt.inputs[0] != layer.outputs[0]:
             return False
         params = [float(v) for v in ACTIVATIONS[nxt.op_type].attr_values(nxt)]
+        if nxt.op_type == "Swish" and params != [1.0]:
+            return False  # the epilogues compute SiLU, x * sigmoid(x)
         if nxt.op_type == "Clip" and len(nxt.inputs) > 1:
             for k, name in enumerate(nxt.inputs[1:3]):
                 if name:
@@ -210,6 +219,24 @@ class _Fuser:
         layer.attributes["activation"] = nxt.op_type
         layer.attributes["activation_params"] = params
         self.bypass(layer, nxt)
+        self.counts["activation"] += 1
+        return True
+
+    def fuse_silu(self, layer: Layer) -> bool:
+        """y -> Sigmoid -> Mul(y, sigmoid) as exporters write SiLU: the activation Swish."""
+        y = layer.outputs[0]
+        users = self.users.get(y, [])
+        if y in self.outputs or len(users) != 2 or any(id(u) in self.removed for u in users):
+            return False
+        sig = next((u for u in users if u.op_type == "Sigmoid"), None)
+        mul = next((u for u in users if u.op_type == "Mul"), None)
+        if sig is None or mul is None or self.sole_user(sig.outputs[0]) is not mul or \
+                sorted(mul.inputs) != sorted([y, sig.outputs[0]]):
+            return False
+        layer.attributes["activation"] = "Swish"
+        layer.attributes["activation_params"] = [1.0]
+        self.removed.add(id(sig))
+        self.bypass(layer, mul)
         self.counts["activation"] += 1
         return True
 

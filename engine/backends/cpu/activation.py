@@ -20,7 +20,8 @@ ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_SIGMOID, ACT_HARDSIGMOID, ACT_TANH 
 #: and x * hardsigmoid(x; p0, p1) (HardSwish, or HardSigmoid + Mul)
 ACT_SILU, ACT_XHARDSIGMOID = 7, 8
 _CODES = {"Relu": ACT_RELU, "LeakyRelu": ACT_LEAKY, "Clip": ACT_CLIP, "Sigmoid": ACT_SIGMOID,
-          "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH}
+          "HardSigmoid": ACT_HARDSIGMOID, "Tanh": ACT_TANH, "HardSwish": ACT_XHARDSIGMOID,
+          "Swish": ACT_SILU}
 # every activation the fusion pass may put on a Conv/Gemm has an epilogue code here
 assert set(_CODES) == set(ACTIVATIONS), set(ACTIVATIONS) ^ set(_CODES)
 
@@ -42,6 +43,12 @@ def activation_of(layer: Layer) -> tuple[int, float, float]:
     if name not in _CODES:
         raise KernelError(f"layer {layer.name!r}: the CPU cannot fuse activation {name!r}")
     params = [float(p) for p in (layer.attr("activation_params") or [])]
+    if name == "HardSwish":  # x * HardSigmoid(x) with HardSwish's fixed slope and offset
+        return ACT_XHARDSIGMOID, 1.0 / 6.0, 0.5
+    if name == "Swish":  # the fusion pass fuses SiLU only (alpha 1)
+        if params and params[0] != 1.0:
+            raise KernelError(f"layer {layer.name!r}: the CPU fuses Swish with alpha 1 only")
+        return ACT_SILU, 0.0, 0.0
     params += [0.0] * (2 - len(params))
     return _CODES[name], params[0], params[1]
 
