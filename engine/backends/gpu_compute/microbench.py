@@ -16,21 +16,23 @@ from engine.model import Layer
 from engine.ops.base import Meta
 
 
-def _time(backend: GpuComputeBackend, name: str, record, repeat: int) -> float:
-    """Best GPU milliseconds of ``record()`` (which dispatches under layer ``name``)."""
-    best = float("inf")
-    for _ in range(repeat + 1):  # the first run includes lavapipe's shader compile
+def _time(backend: GpuComputeBackend, name: str, record, repeat: int, pick=min) -> float:
+    """GPU milliseconds of ``record()`` (which dispatches under layer ``name``): the best of
+    ``repeat`` runs, or what ``pick`` takes of them."""
+    runs = []
+    for k in range(repeat + 1):  # the first run includes lavapipe's shader compile
         backend.begin_run()
         backend._layer = name
         record()
         backend._layer = None
         backend.flush()
         times = backend.collect_timings().result()
-        best = min(best, sum(times.values())) if _ else best
-    return best
+        if k:
+            runs.append(sum(times.values()))
+    return float(pick(runs))
 
 
-def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
+def bench_matmul(backend, n: int, repeat: int, pick=min) -> dict[str, float]:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(np.float32)
     b = rng.standard_normal((n, n)).astype(np.float32)
@@ -46,7 +48,7 @@ def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
                                 (n // 64, n // 8, 1))):
         hc = backend.tensor(meta)
         ms = _time(backend, name, lambda p=path, g=groups, c=hc: backend.dispatch(
-            Program.of(p), [ha, hb, c], pack(n, n, n, 0), g), repeat)
+            Program.of(p), [ha, hb, c], pack(n, n, n, 0), g), repeat, pick)
         _check(backend.download(hc, meta), ref, name)
         out[name] = 2 * n ** 3 / ms / 1e6
     layer = Layer("mm", "MatMul", ["a", "b"], ["c"], {}, opset=13)
@@ -60,20 +62,21 @@ def bench_matmul(backend, n: int, repeat: int) -> dict[str, float]:
             holder.append(backend.run_layer(layer, [ha, hb], metas, [meta])[0])
 
         name = f"MatMul (engine, {variant})"
-        ms = _time(backend, name, record, repeat)
+        ms = _time(backend, name, record, repeat, pick)
         _check(backend.download(holder[-1], meta), ref, name)
         out[name] = 2 * n ** 3 / ms / 1e6
     backend.matmul_variant = default
     return out
 
 
-def matmul_ceiling(n: int = 512, repeat: int = 3) -> float:
-    """The adapter's matmul ceiling in GFLOP/s: the best of the simple register-blocked
-    reference and the engine's own matmul at ``n``³, by GPU timestamps (run it on the engine
-    thread, which owns the wgpu objects)."""
+def matmul_ceiling(n: int = 512, repeat: int = 5) -> float:
+    """The adapter's matmul ceiling in GFLOP/s: the better of the simple register-blocked
+    reference and the engine's own matmul at ``n``³, each the median of ``repeat`` runs by
+    GPU timestamps (a median: a rare run whose timestamps came back nearly equal would make
+    a best-of absurd). Run it on the engine thread, which owns the wgpu objects."""
     backend = GpuComputeBackend()
     try:
-        results = bench_matmul(backend, n, repeat)
+        results = bench_matmul(backend, n, repeat, pick=np.median)
     finally:
         backend.close()
     return max(results["reference register-blocked"], results["MatMul (engine, blocked)"])
