@@ -153,8 +153,20 @@ def conv_transpose_programs() -> list[Program]:
     return programs + [Program.of("conv_transpose.wgsl", act="Identity")]
 
 
-COMPUTE = {"binary": binary_programs, "reduce": reduce_programs, "scatter": scatter_programs,
-           "matmul": matmul_programs, "conv_transpose": conv_transpose_programs}
+def conv2d_programs() -> list[Program]:
+    """The implicit-GEMM convolution for a few kernel, stride and dilation choices (fixed at
+    specialisation), with every fused activation on one of them."""
+    shapes = ((1, 1, 1, 1, 1, 1), (3, 3, 1, 1, 1, 1), (3, 3, 2, 2, 1, 1), (7, 7, 2, 2, 1, 1),
+              (3, 1, 1, 1, 2, 1))
+    programs = [Program.of("conv2d.wgsl", act="Identity", KH=kh, KW=kw, SH=sh, SW=sw, DH=dh,
+                           DW=dw) for kh, kw, sh, sw, dh, dw in shapes]
+    return programs + [Program.of("conv2d.wgsl", act=act, KH=3, KW=3, SH=1, SW=1, DH=1, DW=1)
+                       for act in sorted(ACTIVATIONS)]
+
+
+COMPUTE = {"conv": conv2d_programs, "binary": binary_programs, "reduce": reduce_programs,
+           "scatter": scatter_programs, "matmul": matmul_programs,
+           "conv_transpose": conv_transpose_programs}
 
 
 def _all_compute() -> list[Program]:

@@ -19,6 +19,15 @@ struct Params {
 
 //!include common/activations.wgsl
 
+// kernel size, strides and dilations fixed at specialisation: the tap loops unroll and the
+// tap offsets are constants
+const KH: i32 = ${KH};
+const KW: i32 = ${KW};
+const SH: i32 = ${SH};
+const SW: i32 = ${SW};
+const DH: i32 = ${DH};
+const DW: i32 = ${DW};
+
 // the fused activation (shaders/common/activations.wgsl; op_Identity when there is none)
 fn act(x: f32, A: f32, B: f32) -> f32 {
     return op_${act}(x, A, B, 0.0);
@@ -42,28 +51,25 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     var iw0 = vec4<i32>(0);
     for (var j = 0; j < 4; j++) {
         let q = min(p0 + j, P - 1);
-        ih0[j] = (q / p.OW) * p.sh - p.ph;
-        iw0[j] = (q % p.OW) * p.sw - p.pw;
+        ih0[j] = (q / p.OW) * SH - p.ph;
+        iw0[j] = (q % p.OW) * SW - p.pw;
     }
     var acc0 = vec4<f32>(0.0);
     var acc1 = vec4<f32>(0.0);
     var acc2 = vec4<f32>(0.0);
     var acc3 = vec4<f32>(0.0);
-    let kk = p.Cg * p.KH * p.KW;
+    let kk = p.Cg * KH * KW;
     let HW = p.H * p.W;
     let hw = vec2<i32>(p.H, p.W);
     let Cg = p.Cg;
-    let KH = p.KH;
-    let KW = p.KW;
-    let dhw = vec2<i32>(p.dh, p.dw);
     let cbase = n * p.C + grp * Cg;
     var k = (m0 / 4) * kk;
     for (var c = 0; c < Cg; c++) {
         let base = (cbase + c) * HW;
         for (var kh = 0; kh < KH; kh++) {
-            let ih = ih0 + vec4<i32>(kh * dhw.x);
+            let ih = ih0 + vec4<i32>(kh * DH);
             for (var kw = 0; kw < KW; kw++) {
-                let iw = iw0 + vec4<i32>(kw * dhw.y);
+                let iw = iw0 + vec4<i32>(kw * DW);
                 let wv = w[k];
                 k++;
                 acc0 += tap(base, ih.x, iw.x, hw) * wv;

@@ -98,7 +98,9 @@ def Conv(ctx, layer, ins, metas, out_metas):
         if packed is None:  # weights computed at run time: re-lay them out on the GPU
             temp = packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
             strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
-        ctx.dispatch(Program.of("conv2d.wgsl", act=act[0]),
+        (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dilations
+        ctx.dispatch(Program.of("conv2d.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw, DH=dh,
+                                DW=dw),
                      [ins[0], packed, bias if bias is not None else ins[0], y],
                      _params(x, out, geo, groups, bias is not None, act, m4),
                      (-(-P // 64), -(-M // 16), N))
