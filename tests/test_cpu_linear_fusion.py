@@ -137,3 +137,23 @@ def test_split_product_epilogue_matches_float64(act, rng):
     else:
         z = z + res
     np.testing.assert_allclose(got, z, rtol=1e-4, atol=1e-5)
+
+
+def test_read_only_weight_is_used_in_place(rng):
+    """A read-only weight (memory-mapped external data) is handed to BLAS as it is, not
+    copied into the fused step."""
+    proto = _model("erf", 24, 40, rng)
+    model = ModelLoader.from_proto(proto)
+    for value in model.constants.values():
+        value.flags.writeable = False
+    feeds = {"x": rng.normal(size=(2, 5, 24)).astype(np.float32)}
+    with Worker(model, "cpu") as worker:
+        step = next(s for s in worker._cpu_steps() if s[1].__name__ == "fused_linear")
+        cells = {id(c.cell_contents) for c in step[1].__closure__}
+        assert id(model.constants["w"]) in cells
+        got = worker.schedule(feeds).peek_output("y").download_to_array()
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(proto.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)

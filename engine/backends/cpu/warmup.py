@@ -71,7 +71,29 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
         ("Relu", ("Relu",), lambda: ke.Relu(_layer("Relu"), [x])),
         ("Softmax", ("Softmax", "LogSoftmax"), lambda: kn.Softmax_13(
             _layer("Softmax", axis=-1), [r(2, 7)])),
+        ("transformer fusions", ("MatMul", "Erf", "Tanh"), lambda: _transformer(r)),
     ]
+
+
+def _transformer(r) -> None:
+    """The kernels of the CPU plan's transformer fusions: linear layers with each epilogue,
+    attention with each mask form (masks arrive read-only, as broadcast views), GELU."""
+    from engine.backends.cpu import fastmath
+    from engine.backends.cpu import kernels_attention_fused as ka
+    from engine.backends.cpu import linear_fused as lf
+
+    x, w, b = r(3, 4), r(4, 5), r(5)
+    if x.dtype != np.float32:
+        return
+    for act in (lf.EPI_BIAS, lf.EPI_GELU_ERF, lf.EPI_GELU_TANH):
+        lf.linear(x, w, b, act)
+    lf.linear(x, w, b, lf.EPI_BIAS, r(3, 5))
+    q, k, v = r(1, 2, 3, 4), r(1, 2, 4, 5), r(1, 2, 5, 4)
+    ka.attention(q, k, v, 0.5)
+    ka.attention(q, k, v, 0.5, r(1, 1, 1, 5), ka.MASK_ADD)
+    ka.attention(q, k, v, 0.5, np.ones((3, 5), bool), ka.MASK_KEEP, -np.inf)
+    for tanh_form in (False, True):
+        fastmath.gelu(x, tanh_form)
 
 
 def warm_up(op_types: Iterable[str] | None = None, progress: Progress | None = None,
