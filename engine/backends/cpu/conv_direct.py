@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import store_row
+from engine.backends.cpu.activation import act_plane, store_row
 from engine.backends.cpu.conv_depthwise import (
     _OPTS,
     _fill1,
@@ -141,6 +141,9 @@ def direct_rows(phases, w, out, g, rows, bias, act, params, res, post, pparams, 
             for u in range(n4):
                 b = bias[m + u] if bias.shape[0] > 0 else zero
                 au = acc[u]
+                if not has_res:
+                    act_plane(au, Wq, out[m + u, y0:y1], b, act, p0, p1)
+                    continue
                 for y in range(y0, y1):
                     add = res[m + u, y] if has_res else out[m + u, y]
                     store_row(au[(y - y0) * Wq:], out[m + u, y], ow, b, add, has_res, act, p0,
