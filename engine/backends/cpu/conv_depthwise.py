@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.activation import store_row
+from engine.backends.cpu.activation import act_plane, store_row
 from engine.backends.cpu.conv_numba import FAST_FINITE_FREE
 
 _OPTS = dict(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
@@ -163,6 +163,9 @@ def depthwise_nchw(x, w, out, g, mult, bias, act, params, res, post, pparams, m0
         for i in range(kh):
             _taps_row(acc, flat, w, m, i, kw, sh, sw, dh, dw, Wq, L, i == 0, 0)
         b = bias[m] if bias.shape[0] > 0 else zero
+        if not has_res:
+            act_plane(acc, Wq, out[m], b, act, p0, p1)
+            continue
         for y in range(oh):
-            add = res[m, y] if has_res else out[m, y]
-            store_row(acc[y * Wq:], out[m, y], ow, b, add, has_res, act, p0, p1, post, q0, q1)
+            store_row(acc[y * Wq:], out[m, y], ow, b, res[m, y], True, act, p0, p1, post, q0,
+                      q1)

@@ -1,5 +1,6 @@
-"""Direct 2-D convolution for layers with few input channels (3-64), the shapes where an
-im2col patch matrix is thin (K = C * kh * kw of 27-600 rows) and BLAS runs at 25-50 GFLOP/s.
+"""Direct 2-D convolution for layers with few output channels, where the product of an
+im2col patch matrix with a weight matrix of M <= 16 rows is too thin for BLAS (DB's
+24 -> 6 3x3 layers ran at 22-25 GFLOP/s through im2col + sgemm).
 
 Each input channel is split once into zero-bordered stride-phase planes
 (``conv_depthwise``), so tap (c, i, j) of a block of output rows is one contiguous run of
@@ -10,8 +11,8 @@ enough that the four accumulators and the phase rows they read stay in the L1 ca
 they spread over the threads. The epilogue (bias, fused activation, residual and the
 activation after it) writes each block's rows from the accumulators.
 
-Measured one thread, 3x3 layers of YOLO (16->16 at 80x80, 16->32 stride 2 at 160x160,
-24->24 at 40x40): 55-72 GFLOP/s, where im2col + sgemm ran at 30-37 on two threads.
+Which layers run here is a measured rule (``wanted``): with more output channels BLAS,
+which keeps many of them in registers, wins.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import store_row
+from engine.backends.cpu.activation import act_plane, store_row
 from engine.backends.cpu.conv_depthwise import (
     _OPTS,
     _fill1,
@@ -141,6 +142,9 @@ def direct_rows(phases, w, out, g, rows, bias, act, params, res, post, pparams, 
             for u in range(n4):
                 b = bias[m + u] if bias.shape[0] > 0 else zero
                 au = acc[u]
+                if not has_res:
+                    act_plane(au, Wq, out[m + u, y0:y1], b, act, p0, p1)
+                    continue
                 for y in range(y0, y1):
                     add = res[m + u, y] if has_res else out[m + u, y]
                     store_row(au[(y - y0) * Wq:], out[m + u, y], ow, b, add, has_res, act, p0,

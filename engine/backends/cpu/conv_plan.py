@@ -16,6 +16,11 @@ from engine.ops.conv_pool import ConvGeometry, conv_geometry
 DW_CHUNK_MACS = 1_000_000
 #: fewest output positions per im2col tile (rounded down to whole output rows)
 TILE_COLS = 512
+#: fewest patch-matrix elements per im2col tile
+TILE_ELEMENTS = 65536
+#: fewest multiply-adds per im2col tile: thin products (a stem's 3 -> 16 channels, K = 27)
+#: get wider tiles, so the per-tile calls (im2col, sgemm, epilogue) are amortised
+TILE_MACS = 2_000_000
 
 
 def as3d(shape) -> tuple[int, ...]:
@@ -88,7 +93,8 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
     # has at least as many columns as the weights have rows (else re-reading the weights per
     # tile costs more than the patch traffic saved) and at least 64K patch elements. Small
     # outputs: one patch matrix, with the product's rows split over the threads.
-    plan.per = max(1, max(TILE_COLS, plan.Mg, 65536 // (plan.Cg * K)) // plan.ow)
+    plan.per = max(1, max(TILE_COLS, plan.Mg, TILE_ELEMENTS // (plan.Cg * K),
+                          TILE_MACS // (plan.Mg * plan.Cg * K)) // plan.ow)
     plan.ntiles = -(-plan.rows // plan.per)
     plan.tiled = plan.ntiles >= 2 * key[2]
     plan.wino = None
