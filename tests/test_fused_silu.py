@@ -66,5 +66,6 @@ def test_a_pre_activation_read_elsewhere_is_not_fused(rng):
     with Worker(model, "cpu") as w:
         w.schedule({"x": x})
         for spec, ref in zip(model.outputs, want):
-            np.testing.assert_allclose(w.peek_output(spec.name).numpy(), ref, rtol=1e-5,
-                                       atol=1e-6)
+            # sums of 27 products of unit normals: float32 rounding is ~1e-6 absolute
+            np.testing.assert_allclose(w.peek_output(spec.name).numpy(), ref, rtol=1e-4,
+                                       atol=1e-5)
