@@ -31,6 +31,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     from engine.backends.cpu import kernels_norm as kn
     from engine.backends.cpu import kernels_pool as kp
     from engine.backends.cpu import kernels_se as ks
+    from engine.backends.cpu import kernels_softmax as ksm
     from engine.backends.cpu import kernels_winograd as kw
 
     rng = np.random.default_rng(0)
@@ -69,7 +70,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("LayerNormalization", 3), [r(2, 6), r(6), r(6)])),
         ("LRN", ("LRN",), lambda: kn.LRN(_layer("LRN", size=3), [x])),
         ("Relu", ("Relu",), lambda: ke.Relu(_layer("Relu"), [x])),
-        ("Softmax", ("Softmax", "LogSoftmax"), lambda: kn.Softmax_13(
+        ("Softmax", ("Softmax", "LogSoftmax"), lambda: ksm.Softmax_13(
             _layer("Softmax", axis=-1), [r(2, 7)])),
         ("transformer fusions", ("MatMul", "Erf", "Tanh"), lambda: _transformer(r)),
     ]
