@@ -4,14 +4,12 @@ signature re-plans; value-dependent plans, captures and fallbacks keep the norma
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import onnx
 import pytest
 from modelgen import I64, F, model, ort_run
 from onnx import helper
+from replay_util import builders, replay_status, run_once
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
@@ -22,41 +20,23 @@ pytestmark = pytest.mark.usefixtures("require_gpu")
 PIXEL = BackendType.GPU_PIXEL
 
 
-def _builders():
-    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "host_cost_models.py")
-    spec = importlib.util.spec_from_file_location("host_cost_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _run(worker, feeds):
-    worker.schedule(feeds)
-    return worker.peek_output().download_to_array()
-
-
-def _status(worker) -> str:
-    (status,) = worker._backend.replay_status.values()
-    return status
-
-
 @pytest.mark.parametrize("raw", [True, False], ids=["raw-passes", "public-api"])
 @pytest.mark.parametrize("name", ["mobilenet_small", "encoder_small"])
 def test_replay_matches_normal_path_and_onnxruntime(rng, name, raw, monkeypatch):
     if not raw:
         monkeypatch.setattr(rawpass, "NATIVE", None)
-    proto = getattr(_builders(), name)(**({"size": 16} if name == "mobilenet_small" else
+    proto = getattr(builders(), name)(**({"size": 16} if name == "mobilenet_small" else
                                           {"seq": 8}))
     m = ModelLoader.from_proto(proto)
     shape = tuple(d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim)
     with Worker(m, PIXEL) as fast, Worker(m, PIXEL, replay=False) as slow:
         for _ in range(4):
             x = rng.standard_normal(shape).astype(np.float32)
-            got, want = _run(fast, {"input": x}), _run(slow, {"input": x})
+            got, want = run_once(fast, {"input": x}), run_once(slow, {"input": x})
             np.testing.assert_array_equal(got, want)
             (ref,) = ort_run(proto, {"input": x})
             np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
-        assert _status(fast) == "replayed", fast._backend.replay_status
+        assert replay_status(fast) == "replayed", fast._backend.replay_status
         assert not slow._backend.replay_status
         (rep,) = fast._backend._replays._by_sig.values()
         assert rep.ring[0][2].raw == raw
@@ -68,12 +48,12 @@ def test_replay_matches_normal_path_and_onnxruntime(rng, name, raw, monkeypatch)
 
 
 def test_a_new_signature_is_planned_and_replayed_on_its_own(rng):
-    proto = _builders().encoder_small(seq="seq", layers=1)
+    proto = builders().encoder_small(seq="seq", layers=1)
     m = ModelLoader.from_proto(proto)
     with Worker(m, PIXEL) as worker:
         for seq in (8, 16, 8, 8, 16, 4, 16, 8):
             x = rng.standard_normal((1, seq, 64)).astype(np.float32)
-            got = _run(worker, {"input": x})
+            got = run_once(worker, {"input": x})
             assert got.shape == (1, seq, 64)
             np.testing.assert_allclose(got, ort_run(proto, {"input": x})[0],
                                        rtol=1e-3, atol=1e-4)
@@ -86,7 +66,7 @@ def test_a_new_signature_is_planned_and_replayed_on_its_own(rng):
 def test_held_outputs_keep_their_values(rng):
     """Outputs of earlier runs still held are never overwritten by later replays; released
     ones are drawn into again."""
-    proto = _builders().mobilenet_small(size=16)
+    proto = builders().mobilenet_small(size=16)
     m = ModelLoader.from_proto(proto)
     with Worker(m, PIXEL) as worker:
         xs = [rng.standard_normal((1, 3, 16, 16)).astype(np.float32) for _ in range(6)]
@@ -101,7 +81,7 @@ def test_held_outputs_keep_their_values(rng):
         assert len(rep.ring) == replay.RING
         del held, t
         for x in xs:
-            np.testing.assert_allclose(_run(worker, {"input": x}),
+            np.testing.assert_allclose(run_once(worker, {"input": x}),
                                        ort_run(proto, {"input": x})[0], rtol=1e-3, atol=1e-4)
         assert len(rep.ring) == replay.RING
 
@@ -118,9 +98,9 @@ def test_value_dependent_plans_keep_the_normal_path(rng):
         for lo, hi in ((0.1, 0.5), (0.3, 0.9), (0.0, 2.0), (0.1, 0.5)):
             feeds = {"x": rng.standard_normal((4, 6)).astype(np.float32),
                      "lo": np.array(lo, np.float32), "hi": np.array(hi, np.float32)}
-            np.testing.assert_allclose(_run(worker, feeds), ort_run(proto, feeds)[0],
+            np.testing.assert_allclose(run_once(worker, feeds), ort_run(proto, feeds)[0],
                                        rtol=1e-5, atol=1e-6)
-        assert _status(worker) != "replayed", _status(worker)
+        assert replay_status(worker) != "replayed", replay_status(worker)
 
 
 def test_integer_inputs_are_converted_each_replayed_run(rng):
@@ -134,12 +114,12 @@ def test_integer_inputs_are_converted_each_replayed_run(rng):
     with Worker(m, PIXEL) as worker:
         for _ in range(5):
             feeds = {"ids": rng.integers(0, 10, (2, 5)).astype(np.int64)}
-            np.testing.assert_array_equal(_run(worker, feeds), ort_run(proto, feeds)[0])
-        assert _status(worker) == "replayed", _status(worker)
+            np.testing.assert_array_equal(run_once(worker, feeds), ort_run(proto, feeds)[0])
+        assert replay_status(worker) == "replayed", replay_status(worker)
 
 
 def test_captures_and_fallbacks_use_the_normal_path(rng):
-    proto = _builders().mobilenet_small(size=16)
+    proto = builders().mobilenet_small(size=16)
     m = ModelLoader.from_proto(proto)
     x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
     (ref,) = ort_run(proto, {"input": x})
@@ -154,28 +134,28 @@ def test_captures_and_fallbacks_use_the_normal_path(rng):
     # a CPU layer computing on GPU results: not replayed
     with Worker(m, PIXEL, placement_overrides={convs[1]: BackendType.CPU}) as worker:
         for _ in range(3):
-            np.testing.assert_allclose(_run(worker, {"input": x}), ref, rtol=1e-3, atol=1e-4)
-        assert "computes on values made on the GPU" in _status(worker)
+            np.testing.assert_allclose(run_once(worker, {"input": x}), ref, rtol=1e-3, atol=1e-4)
+        assert "computes on values made on the GPU" in replay_status(worker)
     # a CPU layer computing on the input only (the host prefix): replayed, run each time
     with Worker(m, PIXEL, placement_overrides={convs[0]: BackendType.CPU}) as worker:
         for _ in range(4):
             x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
-            np.testing.assert_allclose(_run(worker, {"input": x}),
+            np.testing.assert_allclose(run_once(worker, {"input": x}),
                                        ort_run(proto, {"input": x})[0], rtol=1e-3, atol=1e-4)
-        assert _status(worker) == "replayed"
+        assert replay_status(worker) == "replayed"
 
 
 def test_outputs_outlive_the_worker(rng):
-    proto = _builders().mobilenet_small(size=16)
+    proto = builders().mobilenet_small(size=16)
     m = ModelLoader.from_proto(proto)
     x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
     with Worker(m, PIXEL) as worker:
         for _ in range(3):
-            _run(worker, {"input": x})
+            run_once(worker, {"input": x})
         worker.schedule({"input": x})
         out = worker.peek_output()  # a replayed run's output, not read yet
-        _run(worker, {"input": x})
-        assert _status(worker) == "replayed"
+        run_once(worker, {"input": x})
+        assert replay_status(worker) == "replayed"
     np.testing.assert_allclose(out.download_to_array(), ort_run(proto, {"input": x})[0],
                                rtol=1e-3, atol=1e-4)
 
@@ -200,8 +180,8 @@ def test_family_with_host_prefix_and_mid_run_submit(rng):
         for _ in range(4):
             feeds = fam.inputs("bench", rng)
             feeds["attention_mask"][0, rng.integers(64, 128):] = 0  # padding changes too
-            np.testing.assert_array_equal(_run(fast, feeds), _run(slow, feeds))
-        assert _status(fast) == "replayed", fast._backend.replay_status
+            np.testing.assert_array_equal(run_once(fast, feeds), run_once(slow, feeds))
+        assert replay_status(fast) == "replayed", fast._backend.replay_status
         (rep,) = fast._backend._replays._by_sig.values()
         assert rep.prefix
 
@@ -218,8 +198,8 @@ def test_lstm_copies_replay_in_order_with_the_passes(rng, raw, monkeypatch):
     with Worker(m, PIXEL) as fast, Worker(m, PIXEL, replay=False) as slow:
         for _ in range(4):
             feeds = fam.inputs("test", rng)
-            np.testing.assert_array_equal(_run(fast, feeds), _run(slow, feeds))
-        assert _status(fast) == "replayed", fast._backend.replay_status
+            np.testing.assert_array_equal(run_once(fast, feeds), run_once(slow, feeds))
+        assert replay_status(fast) == "replayed", fast._backend.replay_status
         (rep,) = fast._backend._replays._by_sig.values()
         items = rep.ring[0][2].passes
         assert any(item[0] is None for item in items) and rep.ring[0][2].raw == raw
@@ -239,9 +219,9 @@ def test_fixed_values_are_written_once(rng):
     with Worker(m, PIXEL) as worker:
         for _ in range(4):
             feeds = {"x": rng.standard_normal((1, 4, 5, 6)).astype(np.float32)}
-            np.testing.assert_allclose(_run(worker, feeds), ort_run(proto, feeds)[0],
+            np.testing.assert_allclose(run_once(worker, feeds), ort_run(proto, feeds)[0],
                                        rtol=1e-5, atol=1e-6)
-        assert _status(worker) == "replayed"
+        assert replay_status(worker) == "replayed"
         (rep,) = worker._backend._replays._by_sig.values()
         assert [feed[0] for _, feed in rep.writes] == ["x"]
 
@@ -264,7 +244,7 @@ def test_if_on_an_input_replays_the_branch_it_recorded(rng, backend):
             want = ort_run(proto, feeds)
             for g, w in zip(got, want):
                 np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
-        assert _status(worker) == "replayed", worker._backend.replay_status
+        assert replay_status(worker) == "replayed", worker._backend.replay_status
         (rep,) = worker._backend._replays._by_sig.values()
         assert [taken for _, taken in rep.guards] == [True]
 
@@ -275,14 +255,15 @@ def test_multi_target_convolutions_replay(rng, raw, monkeypatch):
     assemble them) are recorded and replayed like single-target passes."""
     if not raw:
         monkeypatch.setattr(rawpass, "NATIVE", None)
-    proto = _builders().mobilenet_small(size=32)
+    proto = builders().mobilenet_small(size=32)
     m = ModelLoader.from_proto(proto)
     shape = tuple(d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim)
     with Worker(m, PIXEL) as fast, Worker(m, PIXEL, replay=False) as slow:
         for _ in range(4):
             x = rng.standard_normal(shape).astype(np.float32)
-            np.testing.assert_array_equal(_run(fast, {"input": x}), _run(slow, {"input": x}))
-        assert _status(fast) == "replayed", fast._backend.replay_status
+            feeds = {"input": x}
+            np.testing.assert_array_equal(run_once(fast, feeds), run_once(slow, feeds))
+        assert replay_status(fast) == "replayed", fast._backend.replay_status
         played = next(iter(fast._backend._replays._by_sig.values()))
         assert any(ev[0] == "draw" and len(ev) > 6 for ev in played.events)
         assert any(ev[0] == "copy" and len(ev) > 5 for ev in played.events)

@@ -4,14 +4,12 @@ detected and keep the normal path."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-
 import numpy as np
 import onnx
 import pytest
 from modelgen import I64, F, model, ort_run
 from onnx import helper
+from replay_util import builders, replay_status, run_once
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
@@ -23,37 +21,19 @@ pytestmark = pytest.mark.usefixtures("require_gpu")
 GPU = BackendType.GPU_COMPUTE
 
 
-def _builders():
-    path = os.path.join(os.path.dirname(__file__), "..", "scripts", "host_cost_models.py")
-    spec = importlib.util.spec_from_file_location("host_cost_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _run(worker, feeds):
-    worker.schedule(feeds)
-    return worker.peek_output().download_to_array()
-
-
-def _status(worker) -> str:
-    (status,) = worker._backend.replay_status.values()
-    return status
-
-
 @pytest.mark.parametrize("name", ["mobilenet_small", "encoder_small"])
 def test_replay_matches_normal_path_and_onnxruntime(rng, name):
-    proto = getattr(_builders(), name)(**({"size": 32} if name == "mobilenet_small" else {}))
+    proto = getattr(builders(), name)(**({"size": 32} if name == "mobilenet_small" else {}))
     m = ModelLoader.from_proto(proto)
     shape = tuple(d.dim_value for d in proto.graph.input[0].type.tensor_type.shape.dim)
     with Worker(m, GPU) as fast, Worker(m, GPU, replay=False) as slow:
         for _ in range(4):
             x = rng.standard_normal(shape).astype(np.float32)
-            got, want = _run(fast, {"input": x}), _run(slow, {"input": x})
+            got, want = run_once(fast, {"input": x}), run_once(slow, {"input": x})
             np.testing.assert_array_equal(got, want)
             (ref,) = ort_run(proto, {"input": x})
             np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
-        assert _status(fast) == "replayed", fast._backend.replay_status
+        assert replay_status(fast) == "replayed", fast._backend.replay_status
         assert not slow._backend.replay_status
         profile = fast.last_profile
     # the first replayed run reads its in-pass timestamps; later ones repeat them
@@ -63,12 +43,12 @@ def test_replay_matches_normal_path_and_onnxruntime(rng, name):
 
 
 def test_replay_follows_changing_signatures(rng):
-    proto = _builders().encoder_small(seq="seq")
+    proto = builders().encoder_small(seq="seq")
     m = ModelLoader.from_proto(proto)
     with Worker(m, GPU) as worker:
         for seq in (16, 32, 16, 8, 32, 16, 8, 4, 16):
             x = rng.standard_normal((1, seq, 64)).astype(np.float32)
-            got = _run(worker, {"input": x})
+            got = run_once(worker, {"input": x})
             (ref,) = ort_run(proto, {"input": x})
             assert got.shape == (1, seq, 64)
             np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
@@ -79,7 +59,7 @@ def test_replay_follows_changing_signatures(rng):
 
 def test_held_outputs_keep_their_values(rng):
     """Outputs of earlier runs still held are never overwritten by later replays."""
-    proto = _builders().mobilenet_small(size=32)
+    proto = builders().mobilenet_small(size=32)
     m = ModelLoader.from_proto(proto)
     with Worker(m, GPU) as worker:
         xs = [rng.standard_normal((1, 3, 32, 32)).astype(np.float32) for _ in range(5)]
@@ -104,10 +84,10 @@ def test_value_dependent_plans_keep_the_normal_path(rng):
         for shape in ((6, 4), (3, 8), (8, 3), (6, 4)):
             feeds = {"x": rng.standard_normal((4, 6)).astype(np.float32),
                      "shape": np.array(shape, np.int64)}
-            got = _run(worker, feeds)
+            got = run_once(worker, feeds)
             assert got.shape == shape
             np.testing.assert_array_equal(got, ort_run(proto, feeds)[0])
-        assert "takes its shape from the value of 'shape'" in _status(worker)
+        assert "takes its shape from the value of 'shape'" in replay_status(worker)
     nodes = [helper.make_node("Relu", ["x"], ["r"]),
              helper.make_node("Clip", ["r", "lo", "hi"], ["c"]),
              helper.make_node("Tanh", ["c"], ["y"])]
@@ -117,9 +97,9 @@ def test_value_dependent_plans_keep_the_normal_path(rng):
         for lo, hi in ((0.1, 0.5), (0.3, 0.9), (0.0, 2.0), (0.1, 0.5)):
             feeds = {"x": rng.standard_normal((4, 6)).astype(np.float32),
                      "lo": np.array(lo, np.float32), "hi": np.array(hi, np.float32)}
-            np.testing.assert_allclose(_run(worker, feeds), ort_run(proto, feeds)[0],
+            np.testing.assert_allclose(run_once(worker, feeds), ort_run(proto, feeds)[0],
                                        rtol=1e-5, atol=1e-7)  # GPU tanh: a few ulp near 0
-        assert "computes on input values" in _status(worker), _status(worker)
+        assert "computes on input values" in replay_status(worker), replay_status(worker)
 
 
 def test_recorder_catches_kernels_reading_input_values():
@@ -145,7 +125,7 @@ def test_recorder_catches_kernels_reading_input_values():
 def test_captures_and_fallbacks_use_the_normal_path(rng):
     """A run with captures is not replayed; a plan with a CPU layer computing on data is
     never recorded; both still give the right values."""
-    proto = _builders().mobilenet_small(size=32)
+    proto = builders().mobilenet_small(size=32)
     m = ModelLoader.from_proto(proto)
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     (ref,) = ort_run(proto, {"input": x})
@@ -158,22 +138,22 @@ def test_captures_and_fallbacks_use_the_normal_path(rng):
         assert not worker._backend.replay_status
     with Worker(m, GPU, placement_overrides={conv: BackendType.CPU}) as worker:
         for _ in range(3):
-            np.testing.assert_allclose(_run(worker, {"input": x}), ref, rtol=1e-3, atol=1e-4)
-        assert "computes on input values" in _status(worker)
+            np.testing.assert_allclose(run_once(worker, {"input": x}), ref, rtol=1e-3, atol=1e-4)
+        assert "computes on input values" in replay_status(worker)
 
 
 def test_sampled_runs_report_in_pass_timestamps(rng, monkeypatch):
     monkeypatch.setattr(replay, "SAMPLE_EVERY", 1)
-    proto = _builders().encoder_small()
+    proto = builders().encoder_small()
     m = ModelLoader.from_proto(proto)
     with Worker(m, GPU) as worker:
         for _ in range(3):
-            _run(worker, {"input": rng.standard_normal((1, 32, 64)).astype(np.float32)})
+            run_once(worker, {"input": rng.standard_normal((1, 32, 64)).astype(np.float32)})
             profile = worker.last_profile
             gpu = [t for t in profile.layers if t.source == "gpu-timestamp"]
             assert gpu and all(t.ms >= 0 for t in gpu)
             assert profile.total_ms >= sum(t.ms for t in gpu) * 0.5
-        assert _status(worker) == "replayed"
+        assert replay_status(worker) == "replayed"
 
 
 def test_copies_replay_inside_one_pass(rng):
@@ -186,7 +166,7 @@ def test_copies_replay_inside_one_pass(rng):
     with Worker(m, GPU) as worker:
         for _ in range(4):
             x = rng.standard_normal((5, 7)).astype(np.float32)
-            np.testing.assert_allclose(_run(worker, {"x": x}), ort_run(proto, {"x": x})[0],
+            np.testing.assert_allclose(run_once(worker, {"x": x}), ort_run(proto, {"x": x})[0],
                                        rtol=1e-5, atol=1e-7)
         (rep,) = worker._backend._replays._by_sig.values()
         assert [op[0] for op in rep.ring[0][1]] == ["pass"]
@@ -196,7 +176,7 @@ def test_bench_host_reports_host_cost(tmp_path):
     from engine.bench import bench_model, format_table
 
     path = str(tmp_path / "enc.onnx")
-    onnx.save(_builders().encoder_small(seq=8), path)
+    onnx.save(builders().encoder_small(seq=8), path)
     rows = bench_model("enc", path, [GPU], repeat=3, threads=1, compare=False, host=True)
     (row,) = rows
     assert row["host_us_per_layer"] > 0 and row["gpu_ms"] > 0, row

@@ -46,6 +46,22 @@ SAMPLE_EVERY = 10
 SAMPLED = "gpu-timestamp (sampled from an earlier replayed run)"
 
 
+def publish_replayed_profile(worker, layers: list, last_times: dict | None,
+                             t_run: float) -> None:
+    """The profile of a replayed run: each layer's last sampled GPU time where there is one,
+    else its share of the run's host time (``layers``: (layer, backend type) in order)."""
+    t_end = time.perf_counter()
+    host_ms = (t_end - t_run) * 1e3 / max(1, len(layers))
+    gpu = last_times or {}
+    timings = [LayerTiming(layer.name, layer.op_type, kind.value, gpu[layer.name], SAMPLED)
+               if layer.name in gpu else
+               LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
+                           "cpu-clock (replayed: host share of the run)",
+                           kind is BackendType.CPU, 0.0)
+               for layer, kind in layers]
+    worker._finish_profile(timings, (t_end - t_run) * 1e3)
+
+
 class Replay:
     """Everything a run of one plan needs that does not depend on the input values."""
 
@@ -144,16 +160,7 @@ class Replay:
         if sample:
             self._reading = self._read_stamps()
             backend._timestamps.add(self._reading)
-        t_end = time.perf_counter()
-        host_ms = (t_end - t_run) * 1e3 / max(1, len(self.layers))
-        gpu = self.last_times or {}
-        timings = [LayerTiming(layer.name, layer.op_type, kind.value, gpu[layer.name], SAMPLED)
-                   if layer.name in gpu else
-                   LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
-                               "cpu-clock (replayed: host share of the run)",
-                               kind is BackendType.CPU, 0.0)
-                   for layer, kind in self.layers]
-        worker._finish_profile(timings, (t_end - t_run) * 1e3)
+        publish_replayed_profile(worker, self.layers, self.last_times, t_run)
         for layer, _ in self.layers:
             yield layer
 

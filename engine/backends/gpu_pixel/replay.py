@@ -26,12 +26,15 @@ import numpy as np
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import guards_hold, host_values
-from engine.backends.gpu_compute.replay import SAMPLE_EVERY, SAMPLED, Replays
+from engine.backends.gpu_compute.replay import (
+    SAMPLE_EVERY,
+    Replays,
+    publish_replayed_profile,
+)
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import pack
 from engine.backends.gpu_pixel.rawpass import PassList
 from engine.ops.base import Meta
-from engine.profile import LayerTiming
 from engine.tensor import Stored, free_released
 
 #: timestamps a replay may write (one query set: two per pass)
@@ -178,16 +181,7 @@ class PixelReplay:
         if sample:
             self._reading = self._read_stamps()
             r.add_timings(self._reading)
-        t_end = time.perf_counter()
-        host_ms = (t_end - t_run) * 1e3 / max(1, len(self.layers))
-        gpu = self.last_times or {}
-        timings = [LayerTiming(layer.name, layer.op_type, kind.value, gpu[layer.name], SAMPLED)
-                   if layer.name in gpu else
-                   LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
-                               "cpu-clock (replayed: host share of the run)",
-                               kind is BackendType.CPU, 0.0)
-                   for layer, kind in self.layers]
-        worker._finish_profile(timings, (t_end - t_run) * 1e3)
+        publish_replayed_profile(worker, self.layers, self.last_times, t_run)
         for layer, _ in self.layers:
             yield layer
 
