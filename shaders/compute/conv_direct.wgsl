@@ -1,13 +1,7 @@
 // Direct 2-D convolution, one output channel x 4 output pixels per invocation, any group
 // count: the depthwise kernel (one input channel per group) and the fallback for groups whose
 // channel count is not a multiple of 4. Weights in ONNX layout [M][Cg][KH][KW].
-struct Params {
-    C: i32, H: i32, W: i32, M: i32,
-    OH: i32, OW: i32, KH: i32, KW: i32,
-    sh: i32, sw: i32, ph: i32, pw: i32,
-    dh: i32, dw: i32, Cg: i32, Mg: i32,
-    M4: i32, has_bias: i32, act_a: f32, act_b: f32,
-}
+//!include compute/conv_params.wgsl
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;

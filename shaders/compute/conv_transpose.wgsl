@@ -1,12 +1,6 @@
 // 2-D transposed convolution as a gather: each output pixel sums the input pixels whose
 // strided footprint covers it. Weights in ONNX layout [C][Mg][KH][KW].
-struct Params {
-    C: i32, H: i32, W: i32, M: i32,
-    OH: i32, OW: i32, KH: i32, KW: i32,
-    sh: i32, sw: i32, ph: i32, pw: i32,
-    dh: i32, dw: i32, Cg: i32, Mg: i32,
-    n: i32, has_bias: i32, act_a: f32, act_b: f32,
-}
+//!include compute/conv_params.wgsl
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -24,7 +18,7 @@ fn act(x: f32, A: f32, B: f32) -> f32 {
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 256u);
-    if (i >= p.n) { return; }
+    if (i >= p.last) { return; }
     let ow = i % p.OW;
     let oh = (i / p.OW) % p.OH;
     let m = (i / (p.OW * p.OH)) % p.M;

@@ -3,13 +3,7 @@
 // they are enumerated directly, without conv_transpose.wgsl's modulo test of every tap, and
 // the loop over input channels runs innermost with fixed steps through x and w.
 // Weights in ONNX layout [C][Mg][KH][KW].
-struct Params {
-    C: i32, H: i32, W: i32, M: i32,
-    OH: i32, OW: i32, kh_: i32, kw_: i32,
-    sh_: i32, sw_: i32, ph: i32, pw: i32,
-    dh: i32, dw: i32, Cg: i32, Mg: i32,
-    n: i32, has_bias: i32, act_a: f32, act_b: f32,
-}
+//!include compute/conv_params.wgsl
 
 const KH: i32 = ${KH};
 const KW: i32 = ${KW};
@@ -29,7 +23,7 @@ const NW: i32 = (KW + SW - 1) / SW;
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 256u);
-    if (i >= p.n) { return; }
+    if (i >= p.last) { return; }
     let ow = i % p.OW;
     let oh = (i / p.OW) % p.OH;
     let m = (i / (p.OW * p.OH)) % p.M;

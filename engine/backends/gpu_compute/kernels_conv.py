@@ -42,7 +42,8 @@ def _conv_check(layer, metas):
 
 
 def _params(x, out, geo: Geometry2D, groups, has_bias, act, last=0):
-    """The conv shaders' shared parameter block; ``last`` is M4 (conv2d) or the output size."""
+    """The conv shaders' parameter block (shaders/compute/conv_params.wgsl); ``last`` is M4
+    (conv2d) or the output size."""
     H, W = _hw(x.shape)
     OH, OW = _hw(out.shape)
     C, M = x.shape[1], out.shape[1]
