@@ -6,13 +6,14 @@ tap t reads the input at ``p + toff[t]`` (``Wq - ow`` junk columns per row, drop
 epilogue), so any stride and dilation becomes a contiguous run per tap. A tile of 8 output
 channels x 48 consecutive positions lives in 24 zmm registers (``simd``) for the whole
 reduction over input channels and taps: per tap, 3 vector loads of input and 8 broadcast
-weights feed 24 fused multiply-adds, with no accumulator traffic to memory (the NCHW
-im2col + sgemm path reached 40-50 GFLOP/s a core on 3x3 layers; this tile runs near the
-FMA units' peak when its operands are in cache). Narrower tiles (32, 16) finish a row
+weights feed 24 fused multiply-adds, with no accumulator traffic to memory (one thread
+ran the tile alone at ~170 GFLOP/s, whole 3x3 layers at 120-148; im2col + sgemm reached
+60-100 on two threads). Without AVX-512, LLVM splits the 16-float vectors into halves:
+still correct, slower. Narrower tiles (32, 16) finish a row
 block. Weights are packed once, at plan time, as [M/8][C][taps][8] (zero rows pad M), so
 the 8 broadcasts of a tap are one contiguous 32-byte run.
 
-Work is split into (8-channel block, output-row block) tasks over the threads; a task's
+Work is split into (output-row block, 8-channel block) tasks over the threads; a task's
 tiles go to a scratch block that the epilogue (bias, fused activation, residual and the
 activation after it) writes into the output rows.
 """

@@ -1,6 +1,7 @@
 """What a CPU Conv layer derives once from its attributes, input shape and weights
 (``kernels_conv``): the geometry, reshaped weights, the kind of kernel that runs it
-(depthwise, direct, pointwise, Winograd, shifted rows or im2col) and its tiling."""
+(depthwise, register-blocked, direct, pointwise, Winograd, shifted rows or im2col) and its
+tiling."""
 
 from __future__ import annotations
 

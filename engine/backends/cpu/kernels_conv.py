@@ -4,8 +4,9 @@ Every case is run as 3-D (1-D and 2-D inputs get leading size-1 spatial axes). G
 convolutions are lowered to BLAS sgemm per group: pointwise ones straight on the input,
 others on im2col patch matrices, built and multiplied tile by tile on large outputs.
 Depthwise 2-D convolutions (one input channel per group) use a direct Numba kernel
-(``conv_depthwise``), which beats sgemm on such thin matrices. ConvTranspose is sgemm
-followed by a parallel col2im scatter. Bias and the fused activation
+(``conv_depthwise``), which beats sgemm on such thin matrices; most ungrouped 2-D float32
+ones larger than 1x1 use the register-blocked direct kernel (``conv_blocked``).
+ConvTranspose is sgemm followed by a parallel col2im scatter. Bias and the fused activation
 (``engine.passes.fusion``) are applied to each block of the output right after it is
 computed.
 """

@@ -41,10 +41,12 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
 
     x = r(1, 4, 6, 6)
     return [
+        # 1x1 kernels: the 3x3 forms of these two go to the register-blocked kernel
         ("Conv (im2col + epilogue)", ("Conv", "Gemm"), lambda: kc.Conv(
-            _layer("Conv", strides=[2, 2], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
+            _layer("Conv", strides=[2, 2], activation="Relu"), [x, r(4, 4, 1, 1), r(4)])),
         ("Conv (shifted rows)", ("Conv",), lambda: kc.Conv(
-            _layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])),
+            _layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 1, 1), r(4)])),
+        ("Conv (register-blocked)", ("Conv",), lambda: _blocked(kc, x, r)),
         ("Conv (Winograd)", ("Conv",), kw.warm_up),
         ("Conv (direct, few output channels)", ("Conv",), lambda: cd.run(
             (3, 3, 1, 1, 1, 1, 1, 1), r(8, 3, 3), r(2), x, np.empty((1, 2, 6, 6), dtype), 1,
@@ -74,6 +76,15 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("Softmax", axis=-1), [r(2, 7)])),
         ("transformer fusions", ("MatMul", "Erf", "Tanh"), lambda: _transformer(r)),
     ]
+
+
+def _blocked(kc, x, r) -> None:
+    """The register-blocked kernel (float32 only) with its plain and residual epilogues."""
+    if x.dtype != np.float32:
+        return
+    kc.Conv(_layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])
+    kc.conv(_layer("Conv", pads=[1, 1, 1, 1]), [x, r(4, 4, 3, 3), r(4)], res=r(1, 4, 6, 6),
+            post=(1, 0.0, 0.0))
 
 
 def _transformer(r) -> None:
