@@ -25,7 +25,7 @@ from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
 from engine.errors import EngineError
-from engine.input_check import check_inputs
+from engine.input_check import InputChecker
 from engine.model import Layer, Model
 from engine.ops.base import Meta
 from engine.ops.costs import LayerCost
@@ -61,6 +61,7 @@ class Worker:
                  placement_overrides: dict[str, BackendType | str] | None = None,
                  **backend_options: Any):
         self.model = model
+        self._input_checker = InputChecker(model.inputs)
         self.backend_type = BackendType.parse(backend_type)
         self._cpu = CpuBackend()
         self._closed = False
@@ -310,15 +311,7 @@ class Worker:
 
     # -- input checking -------------------------------------------------------------------
     def _check_inputs(self, inputs) -> dict[str, Any]:
-        """The checked, copied feeds. Arrays of the dtypes and shapes the last run accepted
-        skip the checks (a streaming model's run pays ~2 us an input for them)."""
-        key = _feed_key(self.model.inputs, inputs)
-        if key is not None and key == self.__dict__.get("_accepted_key"):
-            return {s.name: np.array(inputs[s.name], copy=True, order="C")
-                    for s in self.model.inputs}
-        feeds = check_inputs(self.model.inputs, inputs)
-        self._accepted_key = key
-        return feeds
+        return self._input_checker(inputs)
 
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
@@ -345,16 +338,3 @@ class Worker:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _feed_key(specs, inputs) -> tuple | None:
-    """(dtype, shape) of each input in spec order when ``inputs`` is a dict of exactly the
-    model's inputs as plain non-object NumPy arrays, else None (checked in full)."""
-    if type(inputs) is not dict or len(inputs) != len(specs):
-        return None
-    key = []
-    for s in specs:
-        v = inputs.get(s.name)
-        if type(v) is not np.ndarray or v.dtype.hasobject:
-            return None
-        key.append((v.dtype, v.shape))
-    return tuple(key)
