@@ -98,10 +98,12 @@ def batch_norm(layer, inputs, relu: bool = False):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
+def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1, wide=False):
     """Rows r0:r1 of x (R, L) normalised; scale/bias (L,) (bias may be empty). Statistics in
     float64; ``reassoc`` lets the sums vectorise (no "nnan": a NaN still spreads to its row).
-    """
+    The normalisation runs in float32 (``wide``: float64, for float64 x), with the mean and
+    1/deviation rounded once per row: float64 per element made it a 4-wide loop with two
+    conversions per value (0.58 -> 0.32 ns a value on BERT's rows)."""
     L = x.shape[1]
     has_bias = bias.shape[0] > 0
     for r in range(r0, r1):
@@ -117,12 +119,21 @@ def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
         inv = 1.0 / np.sqrt(v / L + eps)
         mean_out[r] = m
         inv_out[r] = inv
+        if wide:
+            if has_bias:
+                for i in range(L):
+                    orow[i] = (xr[i] - m) * inv * scale[i] + bias[i]
+            else:
+                for i in range(L):
+                    orow[i] = (xr[i] - m) * inv * scale[i]
+            continue
+        mt, it = np.float32(m), np.float32(inv)
         if has_bias:
             for i in range(L):
-                orow[i] = (xr[i] - m) * inv * scale[i] + bias[i]
+                orow[i] = (xr[i] - mt) * it * scale[i] + bias[i]
         else:
             for i in range(L):
-                orow[i] = (xr[i] - m) * inv * scale[i]
+                orow[i] = (xr[i] - mt) * it * scale[i]
 
 
 def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float):
@@ -132,8 +143,9 @@ def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: flo
     x2 = carr(x).reshape(rows, L)
     out = np.empty((rows, L), x.dtype)
     mean, inv = np.empty(rows, np.float64), np.empty(rows, np.float64)
+    wide = x.dtype == np.float64
     parallel_for(lambda lo, hi: layer_norm(x2, carr(scale), carr(bias), out, mean, inv, eps,
-                                           lo, hi), rows,
+                                           lo, hi, wide), rows,
                  grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
     return out.reshape(x.shape)
 
@@ -142,21 +154,30 @@ def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: flo
 def LayerNormalization(layer, inputs):
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-    _float(layer, x)
-    axis = int(layer.attr("axis", -1))
-    axis = axis + x.ndim if axis < 0 else axis
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-    L = x.size // max(rows, 1)
+    # what the call derives from its shapes and (constant) scale and bias, kept on the layer
+    # while they are the same objects: broadcasting and converting them cost ~10 us a call
+    known = layer.__dict__.get("_cpu_ln")
+    if known is None or known[0] != (x.shape, x.dtype) or known[1] is not scale \
+            or known[2] is not bias:
+        _float(layer, x)
+        axis = int(layer.attr("axis", -1))
+        axis = axis + x.ndim if axis < 0 else axis
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        L = x.size // max(rows, 1)
+        sc = carr(np.broadcast_to(scale, x.shape[axis:]), x.dtype).reshape(L)
+        bi = (np.zeros(0, x.dtype) if bias is None else
+              carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
+        known = ((x.shape, x.dtype), scale, bias, axis, rows, L, sc, bi,
+                 float(layer.attr("epsilon", 1e-5)), x.dtype == np.float64,
+                 max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+        layer.__dict__["_cpu_ln"] = known
+    axis, rows, L, sc, bi, eps, wide, grain = known[3:]
     x2 = carr(x).reshape(rows, L)
-    sc = carr(np.broadcast_to(scale, x.shape[axis:]), x.dtype).reshape(L)
-    bi = (np.zeros(0, x.dtype) if bias is None else
-          carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
     out = np.empty((rows, L), x.dtype)
     mean = np.empty(rows, np.float64)
     inv = np.empty(rows, np.float64)
-    eps = float(layer.attr("epsilon", 1e-5))
-    parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi), rows,
-                 grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+    parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi, wide), rows,
+                 grain=grain)
     if not any(layer.outputs[1:]):  # mean and inverse deviation not asked for (the usual)
         return out.reshape(x.shape)
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)
