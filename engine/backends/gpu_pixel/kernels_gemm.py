@@ -24,6 +24,10 @@ def gemm(be, a, b, c, out_shape, k, trans_a=0, trans_b=0, alpha=1.0, beta=1.0,
                   C_MODE=c_mode)
 
 
+#: most output columns (colour targets) a batched MatMul fragment computes
+MATMUL_TARGETS = 8
+
+
 def _gemm_check(layer, metas):
     for i in (0, 1):
         m = metas[i] if i < len(metas) else None
@@ -71,7 +75,7 @@ def MatMul(be, layer, inputs, in_metas, out_metas):
         # a fragment computes ``per`` output columns (one colour target each), so each texel
         # of A it reads serves them all: ViT's linear layers 2x faster on lavapipe
         ints, consts = packed
-        per = pixels_per_fragment(be, y[-1])
+        per = pixels_per_fragment(be, y[-1], widest=MATMUL_TARGETS)
         q = -(-y[-1] // per)
         return [run_columns(be, "matmul_packed", y, [inputs[0], rhs], ints + [(q,)], (),
                             per, q, **consts)]
