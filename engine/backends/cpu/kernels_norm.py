@@ -22,8 +22,8 @@ ROW_CHUNK_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 @njit(nogil=True, cache=True)
 def scale_shift(x, out, scale, shift, relu, r0, r1):
     """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c] for rows n*C+c in r0:r1,
-    then max(., 0) when ``relu`` (a Relu the CPU plan fused in). Rows are indexed from 0 so
-    the loops vectorise."""
+    then Relu when ``relu`` (a Relu the CPU plan fused in; NaN stays NaN). Rows are indexed
+    from 0 so the loops vectorise."""
     N, C, S = x.shape
     for r in range(r0, r1):
         n = r // C
@@ -36,7 +36,7 @@ def scale_shift(x, out, scale, shift, relu, r0, r1):
             zero = a - a  # a * 0 is float64 in Numba for a float32 a
             for s in range(S):
                 v = src[s] * a + b
-                dst[s] = v if v > zero else zero
+                dst[s] = zero if v <= zero else v  # NaN fails the test and stays, as in Relu
         else:
             for s in range(S):
                 dst[s] = src[s] * a + b
