@@ -1,5 +1,6 @@
 """CPU memory-bound kernels (Concat growing in place, BatchNormalization + Relu, pools)
-against independent references on fresh random data, with one and two threads."""
+against independent references (NumPy, float64 where it computes) on fresh random data,
+with one and two threads."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from onnx import TensorProto, helper
 
 from engine import ModelLoader
 from engine.backends.cpu import kernels_norm as kn
+from engine.backends.cpu import kernels_pool as kp
 from engine.backends.cpu import kernels_shape as ks
 from engine.backends.cpu import threads
 from engine.model import Layer
 from tests.modelgen import engine_run, ort_run
 from tests.modelgen import model as make_model
+from tests.test_cpu_kernels import ref_pool
 
 F = TensorProto.FLOAT
 
@@ -133,3 +136,45 @@ def test_batchnorm_scale_shift(rng, nthreads, shape, relu):
     assert np.array_equal(np.isnan(got), np.isnan(want))
     ok = ~np.isnan(want)
     np.testing.assert_allclose(got[ok], want[ok], rtol=1e-5, atol=1e-5)
+
+
+def _pool_layer(op, k, s, pads, cp=0, ceil=0):
+    attrs = dict(kernel_shape=k, strides=s, pads=pads, ceil_mode=ceil)
+    if op == "AveragePool":
+        attrs["count_include_pad"] = cp
+    return Layer("p", op, ["x"], ["y"], attrs, opset=19)
+
+
+def _check_pool(rng, op, shape, k, s, pads, cp=0, ceil=0, nans=0):
+    x = rng.standard_normal(shape).astype(np.float32)
+    if nans:
+        x.reshape(-1)[rng.integers(0, x.size, nans)] = np.nan
+    layer = _pool_layer(op, k, s, pads, cp, ceil)
+    got = (kp.MaxPool if op == "MaxPool" else kp.AveragePool)(layer, [x])
+    want = ref_pool(x, k, s, pads, [1, 1], ceil, "max" if op == "MaxPool" else "avg",
+                    bool(cp))
+    assert got.shape == want.shape
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("shape", [(2, 300, 40, 45), (1, 37, 13, 9), (1, 5, 1, 7),
+                                   (3, 2, 6, 1)])
+def test_same_size_stride1_pools(rng, nthreads, op, shape):
+    """Stride 1 with kh = pads + 1 (output of the input's size): the flat-pass kernel; the
+    first shape is large enough to be split over two threads."""
+    for k, pads in (([3, 3], [1, 1, 1, 1]), ([5, 3], [2, 0, 2, 2]), ([2, 4], [1, 1, 0, 2]),
+                    ([1, 3], [0, 1, 0, 1])):
+        _check_pool(rng, op, shape, k, [1, 1], pads, cp=int(rng.integers(0, 2)), nans=3)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("shape", [(1, 70, 111, 111), (2, 3, 56, 57), (1, 4, 7, 7)])
+def test_strided_pools(rng, nthreads, op, shape):
+    """The row kernel: strides 2, pads and ceil_mode; the first shape is split over two
+    threads."""
+    for k, s, pads, ceil in (([3, 3], [2, 2], [0, 0, 0, 0], 0), ([3, 3], [2, 2], [0, 0, 1, 1], 0),
+                             ([3, 3], [2, 2], [1, 1, 1, 1], 1), ([2, 2], [2, 2], [0, 0, 0, 0], 1),
+                             ([3, 2], [1, 2], [1, 0, 1, 0], 0)):
+        _check_pool(rng, op, shape, k, s, pads, cp=int(rng.integers(0, 2)), ceil=ceil, nans=4)

@@ -102,11 +102,11 @@ def parallel_for(fn, n: int, grain: int = 1) -> None:
         raise state.error
 
 
-def stream_grain(n: int, per_item: int) -> int:
+def stream_grain(n: int, per_item: int, least: int = STREAM_SPLIT_ELEMENTS) -> int:
     """The ``parallel_for`` grain for ``n`` items of ``per_item`` elements of a streaming
-    kernel: all on the calling thread below ``STREAM_SPLIT_ELEMENTS``, else two chunks per
-    thread (the caller takes what a late pool thread has not)."""
-    if n * per_item < STREAM_SPLIT_ELEMENTS:
+    kernel: all on the calling thread below ``least`` elements, else two chunks per thread
+    (the caller takes what a late pool thread has not)."""
+    if n * per_item < least:
         return max(n, 1)
     return max(1, n // (2 * threads()))
 
