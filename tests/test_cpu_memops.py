@@ -170,10 +170,11 @@ def test_same_size_stride1_pools(rng, nthreads, op, shape):
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-@pytest.mark.parametrize("shape", [(1, 70, 111, 111), (2, 3, 56, 57), (1, 4, 7, 7)])
+@pytest.mark.parametrize("shape", [(1, 70, 111, 111), (2, 3, 56, 57), (1, 4, 7, 7),
+                                   (1, 80, 112, 120), (2, 3, 6, 4)])
 def test_strided_pools(rng, nthreads, op, shape):
-    """The row kernel: strides 2, pads and ceil_mode; the first shape is split over two
-    threads."""
+    """Strides 2, pads and ceil_mode: the row kernel, and for 2x2 without padding on even
+    sizes the pair kernel; the first and fourth shapes are split over two threads."""
     for k, s, pads, ceil in (([3, 3], [2, 2], [0, 0, 0, 0], 0), ([3, 3], [2, 2], [0, 0, 1, 1], 0),
                              ([3, 3], [2, 2], [1, 1, 1, 1], 1), ([2, 2], [2, 2], [0, 0, 0, 0], 1),
                              ([3, 2], [1, 2], [1, 0, 1, 0], 0)):
