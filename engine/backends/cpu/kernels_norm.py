@@ -10,7 +10,7 @@ from numba import njit
 
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for, stream_grain
 from engine.errors import KernelError
 
 _HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
@@ -22,8 +22,8 @@ ROW_CHUNK_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 @njit(nogil=True, cache=True)
 def scale_shift(x, out, scale, shift, relu, r0, r1):
     """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c] for rows n*C+c in r0:r1,
-    then max(., 0) when ``relu`` (a Relu the CPU plan fused in). Rows are indexed from 0 so
-    the loops vectorise."""
+    then Relu when ``relu`` (a Relu the CPU plan fused in; NaN stays NaN). Rows are indexed
+    from 0 so the loops vectorise."""
     N, C, S = x.shape
     for r in range(r0, r1):
         n = r // C
@@ -33,10 +33,10 @@ def scale_shift(x, out, scale, shift, relu, r0, r1):
         src = x[n, c]
         dst = out[n, c]
         if relu:
-            zero = a * 0
+            zero = a - a  # a * 0 is float64 in Numba for a float32 a
             for s in range(S):
                 v = src[s] * a + b
-                dst[s] = v if v > zero else zero
+                dst[s] = zero if v <= zero else v  # NaN fails the test and stays, as in Relu
         else:
             for s in range(S):
                 dst[s] = src[s] * a + b
@@ -89,7 +89,7 @@ def batch_norm(layer, inputs, relu: bool = False):
     out = np.empty_like(x, order="C")
     x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
     parallel_for(lambda lo, hi: scale_shift(x3, o3, sc, sh, relu, lo, hi), N * C,
-                 grain=max(1, 16384 // max(1, x3.shape[2])))
+                 grain=stream_grain(N * C, x3.shape[2]))
     if training:
         return out, run_mean, run_var
     if extra:  # the pre-9 training-form outputs in inference: pass the statistics through
