@@ -18,8 +18,9 @@ from tests.test_cpu_kernels import close, ref_conv
 @pytest.fixture
 def direct_everywhere(monkeypatch):
     """Route every ungrouped non-pointwise 2-D float32 Conv to ``conv_direct``."""
-    from engine.backends.cpu import conv_direct
+    from engine.backends.cpu import conv_blocked, conv_direct
 
+    monkeypatch.setattr(conv_blocked, "ENABLED", False)
     monkeypatch.setattr(conv_direct, "wanted", lambda *a: True)
     monkeypatch.setattr(kc.winograd, "choose", lambda *a: 0)
 
@@ -82,8 +83,12 @@ def test_direct_nan_inf(rng, direct_everywhere):
     close(np.where(fin, got, 0), np.where(fin, want, 0))
 
 
-def test_direct_rule(rng):
-    """DB's 24 -> 6 3x3 at 80x80 takes the direct kernel; 32 output channels do not."""
+def test_direct_rule(rng, monkeypatch):
+    """Without the register-blocked kernel, DB's 24 -> 6 3x3 at 80x80 takes the direct
+    kernel; 32 output channels do not."""
+    from engine.backends.cpu import conv_blocked
+
+    monkeypatch.setattr(conv_blocked, "ENABLED", False)
     for m, kind in ((6, "direct"), (32, "im2col")):
         x = rng.standard_normal((1, 24, 80, 80)).astype(np.float32)
         wt = rng.standard_normal((m, 24, 3, 3)).astype(np.float32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.cpu import conv_direct, conv_shift, threads
+from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import act_params, activation_of, carr
 from engine.errors import KernelError
@@ -50,7 +50,7 @@ class ConvPlan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg")
+                 "ntiles", "tiled", "bg", "wino", "sg", "blk")
 
 
 def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
@@ -97,15 +97,23 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
                           TILE_MACS // (plan.Mg * plan.Cg * K)) // plan.ow)
     plan.ntiles = -(-plan.rows // plan.per)
     plan.tiled = plan.ntiles >= 2 * key[2]
-    plan.wino = None
-    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and tuple(g.kernel) == (3, 3)
-            and tuple(g.strides) == (1, 1) and tuple(g.dilations) == (1, 1)
-            and x.dtype == np.float32 and min(g.out_shape) >= 1):
-        m = winograd.choose(C, M, *g.out_shape)
-        if m:
-            wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
-            if wp.finite():  # else NaN/Inf weights would spread over whole tiles
-                plan.kind, plan.wino = "winograd", wp
+    plan.wino = plan.blk = None
+    wino_ok = (plan.kind == "im2col" and g.rank == 2 and group == 1
+               and tuple(g.kernel) == (3, 3) and tuple(g.strides) == (1, 1)
+               and tuple(g.dilations) == (1, 1) and x.dtype == np.float32
+               and min(g.out_shape) >= 1)
+    m = winograd.choose(C, M, *g.out_shape) if wino_ok else 0
+    # a forced Winograd tile (tests, benchmarks) means Winograd or the kinds without it
+    if (plan.kind == "im2col" and g.rank == 2 and group == 1 and x.dtype == np.float32
+            and winograd.FORCE is None
+            and conv_blocked.wanted(C, M, g.kernel, g.out_shape, m)):
+        plan.kind = "blocked"
+        gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.blk = conv_blocked.BlockedPlan(gd, w, x.shape[2:], g.out_shape)
+    if plan.kind == "im2col" and m:
+        wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
+        if wp.finite():  # else NaN/Inf weights would spread over whole tiles
+            plan.kind, plan.wino = "winograd", wp
     if (plan.kind == "im2col" and g.rank == 2 and group == 1 and x.dtype == np.float32
             and conv_direct.wanted(C, M, g.kernel, g.strides, g.out_shape)):
         plan.kind = "direct"

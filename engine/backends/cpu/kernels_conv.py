@@ -16,7 +16,7 @@ import threading
 
 import numpy as np
 
-from engine.backends.cpu import conv_direct, conv_shift, threads
+from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
@@ -118,6 +118,9 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
     if plan.kind == "direct":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_direct.run(plan.gd, plan.w3, plan.b, x, out, a0, params, res3, post)
+    if plan.kind == "blocked":
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_blocked.run(plan.blk, plan.b, x, out, a0, params, res3, post)
     if plan.kind == "shift":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,

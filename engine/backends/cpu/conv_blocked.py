@@ -1,0 +1,256 @@
+"""Register-blocked direct 2-D convolution (ungrouped, float32, NCHW in and out).
+
+Each input channel is copied once into zero-bordered stride-phase planes
+(``conv_depthwise``), flattened with row pitch ``Wq``: output value ``p = y * Wq + x`` of
+tap t reads the input at ``p + toff[t]`` (``Wq - ow`` junk columns per row, dropped by the
+epilogue), so any stride and dilation becomes a contiguous run per tap. A tile of 8 output
+channels x 48 consecutive positions lives in 24 zmm registers (``simd``) for the whole
+reduction over input channels and taps: per tap, 3 vector loads of input and 8 broadcast
+weights feed 24 fused multiply-adds, with no accumulator traffic to memory (the NCHW
+im2col + sgemm path reached 40-50 GFLOP/s a core on 3x3 layers; this tile runs near the
+FMA units' peak when its operands are in cache). Narrower tiles (32, 16) finish a row
+block. Weights are packed once, at plan time, as [M/8][C][taps][8] (zero rows pad M), so
+the 8 broadcasts of a tap are one contiguous 32-byte run.
+
+Work is split into (8-channel block, output-row block) tasks over the threads; a task's
+tiles go to a scratch block that the epilogue (bias, fused activation, residual and the
+activation after it) writes into the output rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from engine.backends.cpu import threads
+from engine.backends.cpu.activation import ACT_NONE, act_plane
+from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
+from engine.backends.cpu.conv_direct import fill_phases
+from engine.backends.cpu.simd import vbcast, vfma, vload, vstore, vzero
+
+#: output channels per register tile (weights are packed in blocks of this many)
+R = 8
+#: positions per task, about (whole output rows are rounded up)
+TASK_VALUES = 384
+#: fewest multiply-adds per parallel chunk: below twice this a layer runs on the calling
+#: thread (handing work over costs 30-50 us, the time of ~5M multiply-adds here)
+CHUNK_MACS = 4_000_000
+#: floats read past the last plane by a tile's last vectors (junk positions)
+TAIL = 64
+#: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
+ENABLED = True
+
+
+def wanted(C: int, M: int, kernel, out_shape, wino: int) -> bool:
+    """Whether an ungrouped 2-D float32 Conv with a kernel larger than 1x1 runs here; ``wino``
+    is the Winograd tile ``kernels_winograd.choose`` picked (0: none). Measured A/B against
+    the other kinds on the zoo's and families' layers (2 threads): this kernel ran 1.1-2.4x
+    faster than im2col + sgemm, the shifted-row and the few-channel direct kernels (3x3,
+    5x5, 7x7, strides 1 and 2, 7x7 to 160x160 outputs), and than Winograd F(2,3) with M <= 96
+    at 28x28 (1.1-1.2x), at 14x14 (1.15-1.5x) and F(4,3) with C = 32 (1.05x). Winograd kept
+    F(4,3) with C >= 64 (1.2-1.5x faster than this) and F(2,3) at 28x28 with M >= 128
+    (1.0-1.1x). Strided 1x1 kernels stay with im2col (0.8-0.9x here)."""
+    if not ENABLED or max(kernel) == 1:
+        return False
+    if wino == 4 and C >= 64:
+        return False
+    return not (wino == 2 and min(out_shape) >= 20 and M >= 128)
+
+
+def pack(w: np.ndarray) -> np.ndarray:
+    """Weights (M, C, kh, kw) as [ceil(M/8)][C][kh*kw][8] float32, zero rows padding M."""
+    M, C = w.shape[:2]
+    nb = -(-M // R)
+    wp = np.zeros((nb * R, C, w.shape[2] * w.shape[3]), np.float32)
+    wp[:M] = w.reshape(M, C, -1)
+    return np.ascontiguousarray(wp.reshape(nb, R, C, -1).transpose(0, 2, 3, 1))
+
+
+def tap_offsets(gd, Hq: int, Wq: int) -> np.ndarray:
+    """Offset of each tap (i, j) in a channel's flattened phase planes."""
+    kh, kw, sh, sw, dh, dw = gd[:6]
+    return np.array([(((i * dh) % sh) * sw + (j * dw) % sw) * Hq * Wq
+                     + ((i * dh) // sh) * Wq + (j * dw) // sw
+                     for i in range(kh) for j in range(kw)], np.int64)
+
+
+@njit(inline="always", **_OPTS)
+def _fma3(w, x0, x1, x2, a, b, c):
+    return vfma(w, x0, a), vfma(w, x1, b), vfma(w, x2, c)
+
+
+@njit(inline="always", **_OPTS)
+def _fma2(w, x0, x1, a, b):
+    return vfma(w, x0, a), vfma(w, x1, b)
+
+
+@njit(**_OPTS)
+def _tile48(xf, q0, cs, toff, C, wf, k, sc, s0, ss):
+    """8 output channels x 48 positions from ``q0``: ``sc[u * ss + s0:][:48]``."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vzero()
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = vzero()
+    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = vzero()
+    T = toff.shape[0]
+    for c in range(C):
+        base = q0 + c * cs
+        for t in range(T):
+            q = base + toff[t]
+            x0, x1, x2 = vload(xf, q), vload(xf, q + 16), vload(xf, q + 32)
+            a0, b0, c0 = _fma3(vbcast(wf, k), x0, x1, x2, a0, b0, c0)
+            a1, b1, c1 = _fma3(vbcast(wf, k + 1), x0, x1, x2, a1, b1, c1)
+            a2, b2, c2 = _fma3(vbcast(wf, k + 2), x0, x1, x2, a2, b2, c2)
+            a3, b3, c3 = _fma3(vbcast(wf, k + 3), x0, x1, x2, a3, b3, c3)
+            a4, b4, c4 = _fma3(vbcast(wf, k + 4), x0, x1, x2, a4, b4, c4)
+            a5, b5, c5 = _fma3(vbcast(wf, k + 5), x0, x1, x2, a5, b5, c5)
+            a6, b6, c6 = _fma3(vbcast(wf, k + 6), x0, x1, x2, a6, b6, c6)
+            a7, b7, c7 = _fma3(vbcast(wf, k + 7), x0, x1, x2, a7, b7, c7)
+            k += R
+    for u, (a, b, c) in enumerate(((a0, b0, c0), (a1, b1, c1), (a2, b2, c2), (a3, b3, c3),
+                                   (a4, b4, c4), (a5, b5, c5), (a6, b6, c6), (a7, b7, c7))):
+        vstore(sc, u * ss + s0, a)
+        vstore(sc, u * ss + s0 + 16, b)
+        vstore(sc, u * ss + s0 + 32, c)
+
+
+@njit(**_OPTS)
+def _tile32(xf, q0, cs, toff, C, wf, k, sc, s0, ss):
+    """As ``_tile48`` for 32 positions."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vzero()
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = vzero()
+    T = toff.shape[0]
+    for c in range(C):
+        base = q0 + c * cs
+        for t in range(T):
+            q = base + toff[t]
+            x0, x1 = vload(xf, q), vload(xf, q + 16)
+            a0, b0 = _fma2(vbcast(wf, k), x0, x1, a0, b0)
+            a1, b1 = _fma2(vbcast(wf, k + 1), x0, x1, a1, b1)
+            a2, b2 = _fma2(vbcast(wf, k + 2), x0, x1, a2, b2)
+            a3, b3 = _fma2(vbcast(wf, k + 3), x0, x1, a3, b3)
+            a4, b4 = _fma2(vbcast(wf, k + 4), x0, x1, a4, b4)
+            a5, b5 = _fma2(vbcast(wf, k + 5), x0, x1, a5, b5)
+            a6, b6 = _fma2(vbcast(wf, k + 6), x0, x1, a6, b6)
+            a7, b7 = _fma2(vbcast(wf, k + 7), x0, x1, a7, b7)
+            k += R
+    for u, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2), (a3, b3), (a4, b4), (a5, b5),
+                                (a6, b6), (a7, b7))):
+        vstore(sc, u * ss + s0, a)
+        vstore(sc, u * ss + s0 + 16, b)
+
+
+@njit(**_OPTS)
+def _tile16(xf, q0, cs, toff, C, wf, k, sc, s0, ss):
+    """As ``_tile48`` for 16 positions."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vzero()
+    T = toff.shape[0]
+    for c in range(C):
+        base = q0 + c * cs
+        for t in range(T):
+            x0 = vload(xf, base + toff[t])
+            a0 = vfma(vbcast(wf, k), x0, a0)
+            a1 = vfma(vbcast(wf, k + 1), x0, a1)
+            a2 = vfma(vbcast(wf, k + 2), x0, a2)
+            a3 = vfma(vbcast(wf, k + 3), x0, a3)
+            a4 = vfma(vbcast(wf, k + 4), x0, a4)
+            a5 = vfma(vbcast(wf, k + 5), x0, a5)
+            a6 = vfma(vbcast(wf, k + 6), x0, a6)
+            a7 = vfma(vbcast(wf, k + 7), x0, a7)
+            k += R
+    for u, a in enumerate((a0, a1, a2, a3, a4, a5, a6, a7)):
+        vstore(sc, u * ss + s0, a)
+
+
+@njit(**_OPTS)
+def blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, pparams,
+                 t0, t1):
+    """Tasks ``t0:t1``: blocks of ``rows`` output rows, each for all 8-channel blocks in turn
+    (its input rows stay in cache for them; channel-block major ran up to 1.3x slower on
+    inputs near the L2 size, as resnet50's 128-channel stride-2 3x3 on 56x56).
+    xf: flattened phase planes, ``cs`` floats a channel, ``TAIL`` more at the end; wp from
+    ``pack``; out (M, oh, ow). Epilogue ``post(act(conv + bias) + res)`` with ``res``
+    (M, oh, ow), or ``act(conv + bias)`` when ``res`` is empty; an empty bias adds nothing."""
+    M, oh, ow = out.shape
+    C, T = wp.shape[1], wp.shape[2]
+    wf = wp.reshape(-1)
+    nmb = wp.shape[0]
+    p0, p1 = params[0], params[1]
+    q0, q1 = pparams[0], pparams[1]
+    zero = p0 - p0
+    has_res = res.shape[0] > 0
+    ss = rows * Wq + 48
+    sc = np.empty(R * ss, np.float32)
+    for task in range(t0, t1):
+        yb, mb = task // nmb, task % nmb
+        y0 = yb * rows
+        y1 = min(oh, y0 + rows)
+        start, L = y0 * Wq, (y1 - y0 - 1) * Wq + ow
+        k = mb * C * T * R
+        p = 0
+        while p < L:
+            if L - p > 32:
+                _tile48(xf, start + p, cs, toff, C, wf, k, sc, p, ss)
+                p += 48
+            elif L - p > 16:
+                _tile32(xf, start + p, cs, toff, C, wf, k, sc, p, ss)
+                p += 32
+            else:
+                _tile16(xf, start + p, cs, toff, C, wf, k, sc, p, ss)
+                p += 16
+        for u in range(min(R, M - mb * R)):
+            m = mb * R + u
+            b = bias[m] if bias.shape[0] > 0 else zero
+            act_plane(sc[u * ss:], Wq, out[m, y0:y1], b, act, p0, p1)
+            if has_res:
+                _add_post(out[m, y0:y1], res[m, y0:y1], post, q0, q1)
+
+
+@njit(**_OPTS)
+def _add_post(dst, res, post, q0, q1):
+    """``dst = post(dst + res)`` on a 2-D block: a plain add loop, then ``post`` through
+    ``act_plane``, which picks its loop once (a single loop applying both activations by
+    code per value does not vectorise: YOLO's SiLU + residual layers ran 3x slower)."""
+    oh, ow = dst.shape
+    for y in range(oh):
+        d, r = dst[y], res[y]
+        for q in range(ow):
+            d[q] += r[q]
+    if post != ACT_NONE:
+        act_plane(dst.reshape(-1), ow, dst, q0 - q0, post, q0, q1)
+
+
+class BlockedPlan:
+    """What a Conv layer keeps for this kernel: geometry, packed weights, tap offsets."""
+
+    __slots__ = ("gd", "wp", "toff", "nph", "Hq", "Wq", "rows")
+
+    def __init__(self, gd, w: np.ndarray, in_hw, out_hw):
+        self.gd = tuple(int(v) for v in gd)
+        self.wp = pack(w)
+        self.nph, self.Hq, self.Wq = phase_shape(self.gd, *in_hw, *out_hw)
+        self.toff = tap_offsets(self.gd, self.Hq, self.Wq)
+        self.rows = max(1, min(out_hw[0], -(-TASK_VALUES // self.Wq)))
+
+
+def run(bp: BlockedPlan, bias, x, out, act, params, res3, post) -> np.ndarray:
+    """``out`` (N, M, oh, ow) of the convolution of ``x`` (N, C, H, W); ``res3`` None or
+    (N, M, oh*ow); ``post`` = (code, params) of the activation after the residual."""
+    N, C, H, W = x.shape
+    M, oh, ow = out.shape[1:]
+    cs = bp.nph * bp.Hq * bp.Wq
+    ntask = bp.wp.shape[0] * -(-oh // bp.rows)
+    macs_task = R * C * bp.toff.shape[0] * bp.rows * ow
+    none = np.zeros((0, 1, 1), x.dtype)
+    for n in range(N):
+        xf = np.zeros(C * cs + TAIL, np.float32)
+        planes = xf[:C * cs].reshape(C, bp.nph, bp.Hq, bp.Wq)
+        xn = x[n]
+        threads.parallel_for(
+            lambda lo, hi, xn=xn, pl=planes: fill_phases(xn, pl, bp.gd, lo, hi),
+            C, grain=max(1, threads.SPLIT_MIN_ELEMENTS // (H * W)))
+        res = none if res3 is None else res3[n].reshape(out.shape[1:])
+        threads.parallel_for(
+            lambda lo, hi, o=out[n], res=res, xf=xf: blocked_rows(
+                xf, cs, bp.toff, bp.wp, o, bp.Wq, bp.rows, bias, act, params, res, post[0],
+                post[1], lo, hi),
+            ntask, grain=max(1, CHUNK_MACS // max(1, macs_task)))
+    return out

@@ -1,0 +1,111 @@
+"""Sixteen-float vectors for Numba kernels that must keep accumulators in registers.
+
+LLVM keeps a local value in a register only when it never goes through memory; Numba's
+arrays (even small ``np.zeros`` ones) are heap memory, and its auto-vectoriser here prefers
+256-bit vectors. A value of type ``f32x16`` is an LLVM ``<16 x float>`` SSA value: a kernel
+that holds its accumulators in such locals gets them in zmm registers across its loops, and
+the operations below become single AVX-512 instructions (``vmovups``, ``vbroadcastss``,
+``vfmadd231ps``). Loads and stores take a 1-D float32 array and an element index; they are
+unaligned and unchecked, so callers keep every 16-value run inside the array.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
+
+LANES = 16
+_VT = ir.VectorType(ir.FloatType(), LANES)
+
+
+class F32x16(types.Type):
+    """Numba type of a ``<16 x float>`` register value."""
+
+    def __init__(self):
+        super().__init__(name="f32x16")
+
+
+f32x16 = F32x16()
+
+
+@register_model(F32x16)
+class _F32x16Model(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _VT)
+
+
+def _f32_vector(arr) -> bool:
+    return isinstance(arr, types.Array) and arr.ndim == 1 and arr.dtype == types.float32
+
+
+def _addr(context, builder, aryty, ary, idx):
+    """Address of element ``idx`` of a 1-D array (no bounds or wraparound test)."""
+    data = context.make_array(aryty)(context, builder, ary).data
+    return builder.gep(data, [idx])
+
+
+@intrinsic
+def vzero(typingctx):
+    """A vector of zeros."""
+    def codegen(context, builder, sig, args):
+        return ir.Constant(_VT, [0.0] * LANES)
+
+    return f32x16(), codegen
+
+
+@intrinsic
+def vload(typingctx, arr, i):
+    """``arr[i:i + 16]`` as a vector."""
+    if not (_f32_vector(arr) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        p = _addr(context, builder, sig.args[0], args[0], args[1])
+        return builder.load(builder.bitcast(p, _VT.as_pointer()), align=4)
+
+    return f32x16(arr, i), codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, i, v):
+    """``arr[i:i + 16] = v``."""
+    if not (_f32_vector(arr) and isinstance(i, types.Integer) and v == f32x16):
+        return None
+
+    def codegen(context, builder, sig, args):
+        p = _addr(context, builder, sig.args[0], args[0], args[1])
+        builder.store(args[2], builder.bitcast(p, _VT.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return types.none(arr, i, v), codegen
+
+
+@intrinsic
+def vbcast(typingctx, arr, i):
+    """``arr[i]`` in all 16 lanes."""
+    if not (_f32_vector(arr) and isinstance(i, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        s = builder.load(_addr(context, builder, sig.args[0], args[0], args[1]), align=4)
+        v = builder.insert_element(ir.Constant(_VT, None), s, ir.Constant(ir.IntType(32), 0))
+        lanes0 = ir.Constant(ir.VectorType(ir.IntType(32), LANES), [0] * LANES)
+        return builder.shuffle_vector(v, ir.Constant(_VT, None), lanes0)
+
+    return f32x16(arr, i), codegen
+
+
+@intrinsic
+def vfma(typingctx, a, b, c):
+    """``a * b + c`` in every lane, rounded once (one ``vfmadd`` instruction)."""
+    if not (a == f32x16 and b == f32x16 and c == f32x16):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fnty = ir.FunctionType(_VT, [_VT, _VT, _VT])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.fma.v16f32")
+        return builder.call(fn, args)
+
+    return f32x16(a, b, c), codegen
