@@ -197,6 +197,9 @@ CONV = [
     ((1, 6, 7, 7), (7, 6, 1, 1), {"strides": [2, 2]}),
     ((2, 12, 6, 5), (9, 4, 1, 1), {"group": 3}),
     ((2, 6, 7, 6), (6, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    # pointwise, channels (per group) not a multiple of 4: weights padded to vec4 rows
+    ((2, 15, 6, 5), (9, 5, 1, 1), {"group": 3}),
+    ((1, 6, 5, 7), (10, 6, 1, 1), {}),
 ]
 
 

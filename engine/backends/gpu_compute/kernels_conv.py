@@ -62,6 +62,26 @@ def _pack_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed.reshape(m4 // 4, 4, k).transpose(0, 2, 1))
 
 
+def _pad_rows(w: np.ndarray) -> np.ndarray:
+    """Weights [M][K] with each row zero-padded to a multiple of 4: the matmul's A operand
+    then loads 4 taps at once (vec4) instead of one."""
+    m, k = w.shape[0], size_of(w.shape[1:])
+    padded = np.zeros((m, -(-k // 4) * 4), np.float32)
+    padded[:, :k] = w.reshape(m, k)
+    return padded
+
+
+def _weights_operand(ctx, layer, ins, w, k: int, off_rows: int, batch_rows: int = 0) -> Operand:
+    """The weights as a matmul A operand [rows][k]: rows padded to a multiple of 4 when the
+    weights are a model constant and k is not (``_pad_rows``), as they are otherwise."""
+    if k % 4:
+        padded = ctx.constant(layer, 1, w, "conv-pad4", _pad_rows)
+        if padded is not None:
+            k4 = -(-k // 4) * 4
+            return Operand(padded, k4, 1, batch=batch_rows * k4, off=off_rows * k4)
+    return Operand(ins[1], k, 1, batch=batch_rows * k, off=off_rows * k)
+
+
 @gpu_kernel("Conv", dtypes=F32, inputs=(0, 1, 2), check=_conv_check)
 def Conv(ctx, layer, ins, metas, out_metas):
     x, w, out = metas[0], metas[1], out_metas[0]
@@ -78,18 +98,19 @@ def Conv(ctx, layer, ins, metas, out_metas):
                  and P == size_of(x.shape[2:]))
     mg, cg = M // groups, C // groups
     if pointwise and groups == 1:  # one batched matmul over the images
-        matmul(ctx, Operand(ins[1], C, 1), Operand(ins[0], P, 1, batch=C * P), y, M, P, C, N,
+        matmul(ctx, _weights_operand(ctx, layer, ins, w, C, 0), Operand(ins[0], P, 1, batch=C * P),
+               y, M, P, C, N,
                None if bias is None else Operand(bias, 1, 0), act=act)
         return [y]
     if pointwise and cg > 1:  # per image, one matmul batched over the groups
         for n in range(N):
-            matmul(ctx, Operand(ins[1], cg, 1, batch=mg * cg),
+            matmul(ctx, _weights_operand(ctx, layer, ins, w, cg, 0, mg),
                    Operand(ins[0], P, 1, batch=cg * P, off=n * C * P), y, mg, P, cg, groups,
                    None if bias is None else Operand(bias, 1, 0, batch=mg), act=act,
                    c_off=n * M * P, c_batch=mg * P)
         return [y]
     if cg > 1 and (ctx.conv_strategy == "im2col" or mg % 4):
-        _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y)
+        _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y)
         return [y]
     if mg % 4 == 0:
         k = size_of(w.shape[1:])
@@ -115,8 +136,9 @@ def Conv(ctx, layer, ins, metas, out_metas):
     return [y]
 
 
-def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
+def _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
     """Per image, group and chunk of output pixels: im2col into a scratch buffer, then matmul."""
+    x = metas[0]
     N, C, M = x.shape[0], x.shape[1], out.shape[1]
     H, W = _hw(x.shape)
     OH, OW = _hw(out.shape)
@@ -134,7 +156,8 @@ def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
                               *geo.kernel, *geo.strides, *geo.pads_begin, *geo.dilations, runs)
                 ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
                              -(-K * runs // 64))
-                matmul(ctx, Operand(ins[1], K, 1, off=g * mg * K), Operand(col, cols, 1), y,
+                matmul(ctx, _weights_operand(ctx, layer, ins, metas[1], K, g * mg),
+                       Operand(col, cols, 1), y,
                        mg, cols, K, 1, None if bias is None else Operand(bias, 1, 0, off=g * mg),
                        act=act, ldc=P, c_off=(n * M + g * mg) * P + p0)
                 ctx.free(col)

@@ -59,7 +59,8 @@ B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_scalar")
 def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Program:
     """matmul.wgsl with the operands' load forms: vec4 loads where a layout allows them; B in
     the dot-product form when contiguous along K, else the outer-product form."""
-    a_vec = a.sc == 1 and K % 4 == 0 and _aligned(a.sr, a.batch, a.off)
+    # the K loop's vec4 steps stop at K - K % 4; the rest are scalar loads
+    a_vec = a.sc == 1 and _aligned(a.sr, a.batch, a.off)
     if b.sr == 1 and b.sc != 1:  # contiguous along K
         form, vec = "dot", K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
     else:  # contiguous along N (or neither)
