@@ -168,6 +168,24 @@ def test_gemm(trans, variant, rng, monkeypatch):
     assert_close(*run_both(*one_node("Gemm", [a, Const(b), c], attrs)))
 
 
+@pytest.mark.parametrize("bias_shape", [(12,), (7, 1), (7, 12), (1, 1)])
+def test_gemm_vec4_stores(bias_shape, rng):
+    """N a multiple of 4 (vec4 stores of C) with M not: each bias broadcast form of the
+    epilogue (along the row, along the column, full, scalar)."""
+    a = rng.standard_normal((7, 10)).astype(np.float32)
+    b = rng.standard_normal((10, 12)).astype(np.float32)
+    c = rng.standard_normal(bias_shape).astype(np.float32)
+    assert_close(*run_both(*one_node("Gemm", [a, Const(b), c], {"alpha": 0.7, "beta": 1.3})))
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 5, 3, 6), (6, 8)), ((2, 3, 9, 13), (13, 4)),
+                                   ((4, 5, 7), (7, 5))])
+def test_matmul_shared_b(sa, sb, rng):
+    """A batched, B shared: the batches fold into the rows of one matmul."""
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    assert_close(*run_both(*one_node("MatMul", [a, Const(b)])), rtol=2e-4, atol=2e-5)
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(1, 70), st.integers(1, 37), st.integers(1, 70),
        st.sampled_from([(), (3,), (2, 1)]), st.sampled_from(["a", "b", "both"]),

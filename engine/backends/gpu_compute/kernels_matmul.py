@@ -51,14 +51,18 @@ def activation_reason(layer) -> str | None:
     return None
 
 
-#: A_LOAD and B_LOAD values of matmul.wgsl (files compute/matmul_a_*.wgsl, matmul_b_*.wgsl)
+#: A_LOAD, B_LOAD and C_STORE values of matmul.wgsl (files compute/matmul_a_*.wgsl,
+#: matmul_b_*.wgsl, matmul_c_*.wgsl)
 A_LOADS = ("vec4", "scalar")
 B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_scalar")
+C_STORES = ("vec4", "scalar")
 
 
-def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Program:
+def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
+                c_vec: bool = False) -> Program:
     """matmul.wgsl with the operands' load forms: vec4 loads where a layout allows them; B in
-    the dot-product form when contiguous along K, else the outer-product form."""
+    the dot-product form when contiguous along K, else the outer-product form; vec4 stores of
+    C when ``c_vec`` (N, its row stride and offsets are multiples of 4)."""
     # the K loop's vec4 steps stop at K - K % 4; the rest are scalar loads
     a_vec = a.sc == 1 and _aligned(a.sr, a.batch, a.off)
     if b.sr == 1 and b.sc != 1:  # contiguous along K
@@ -66,7 +70,8 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Pro
     else:  # contiguous along N (or neither)
         form, vec = "outer", b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
     return Program.of("matmul.wgsl", act=act, A_LOAD="vec4" if a_vec else "scalar",
-                      B_LOAD=f"{form}_{'vec4' if vec else 'scalar'}")
+                      B_LOAD=f"{form}_{'vec4' if vec else 'scalar'}",
+                      C_STORE="vec4" if c_vec else "scalar")
 
 
 def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 1,
@@ -83,7 +88,9 @@ def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 
         program, groups = Program.of("matmul_tiled.wgsl", act=op), (-(-N // 64), -(-M // 64),
                                                                       batch)
     else:
-        program, groups = program_for(a, b, M, N, K, op), (-(-N // 32), -(-M // 32), batch)
+        c_vec = _aligned(N, ldc, c_off, c_batch if batch > 1 else 0)
+        program, groups = program_for(a, b, M, N, K, op, c_vec), (-(-N // 32), -(-M // 32),
+                                                                   batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
     params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,
@@ -193,6 +200,10 @@ def MatMul(ctx, layer, ins, metas, out_metas):
 
         fill(ctx, y, out_metas[0], 0.0)
         return [y]
+    if b_batch == 0 and count > 1:
+        # a shared B (x @ W over [..., rows, K]): the batches of A and C are contiguous rows,
+        # so one matmul of count * M rows fills whole tiles instead of count thin ones
+        M, count = M * count, 1
     matmul(ctx, Operand(ins[0], K, 1, a_batch), Operand(ins[1], N, 1, b_batch), y, M, N, K,
            count)
     return [y]
