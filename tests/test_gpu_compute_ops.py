@@ -218,6 +218,13 @@ CONV = [
     # pointwise, channels (per group) not a multiple of 4: weights padded to vec4 rows
     ((2, 15, 6, 5), (9, 5, 1, 1), {"group": 3}),
     ((1, 6, 5, 7), (10, 6, 1, 1), {}),
+    # depthwise (conv_depthwise.wgsl): widths not a multiple of its 4-output runs, asymmetric
+    # pads, strides, a channel multiplier, 1-D, and a dilation (conv_direct.wgsl)
+    ((2, 5, 9, 11), (5, 1, 5, 5), {"group": 5, "pads": [2, 1, 2, 3]}),
+    ((1, 3, 13, 6), (6, 1, 7, 3), {"group": 3, "pads": [3, 1, 3, 1], "strides": [1, 2]}),
+    ((1, 4, 12, 14), (4, 1, 3, 5), {"group": 4, "pads": [0, 2, 1, 2], "strides": [2, 3]}),
+    ((1, 6, 17), (6, 1, 3), {"group": 6, "pads": [1, 1]}),
+    ((1, 4, 9, 10), (4, 1, 3, 3), {"group": 4, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
 ]
 
 

@@ -129,11 +129,28 @@ def Conv(ctx, layer, ins, metas, out_metas):
         if temp is not None:
             ctx.free(temp)
         return [y]
+    if cg == 1 and geo.dilations == (1, 1):
+        _conv_depthwise(ctx, ins, x, out, geo, groups, act, y)
+        return [y]
     ctx.dispatch(Program.of("conv_direct.wgsl", act=act[0]),
                  [ins[0], ins[1], bias if bias is not None else ins[0], y],
                  _params(x, out, geo, groups, bias is not None, act),
                  (-(-P // 256), M, N))
     return [y]
+
+
+def _conv_depthwise(ctx, ins, x, out, geo, groups, act, y) -> None:
+    """One input channel per group: runs of 4 outputs along rows with a sliding window of
+    inputs (conv_depthwise.wgsl)."""
+    N, M = x.shape[0], out.shape[1]
+    OH, OW = _hw(out.shape)
+    runs = -(-OW // 4)
+    bias = ins[2] if len(ins) > 2 else None
+    (kh, kw), (sh, sw) = geo.kernel, geo.strides
+    ctx.dispatch(Program.of("conv_depthwise.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw),
+                 [ins[0], ins[1], bias if bias is not None else ins[0], y],
+                 _params(x, out, geo, groups, bias is not None, act, runs),
+                 (-(-runs * OH // 64), M, N))
 
 
 def _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
