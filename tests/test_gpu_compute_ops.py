@@ -218,6 +218,8 @@ CONV = [
     # pointwise, channels (per group) not a multiple of 4: weights padded to vec4 rows
     ((2, 15, 6, 5), (9, 5, 1, 1), {"group": 3}),
     ((1, 6, 5, 7), (10, 6, 1, 1), {}),
+    # few output channels (conv_rows.wgsl on CPU adapters): two images, M not a multiple of 4
+    ((2, 5, 9, 23), (6, 5, 3, 3), {"pads": [1, 0, 1, 2]}),
     # depthwise (conv_depthwise.wgsl): widths not a multiple of its 4-output runs, asymmetric
     # pads, strides, a channel multiplier, 1-D, and a dilation (conv_direct.wgsl)
     ((2, 5, 9, 11), (5, 1, 5, 5), {"group": 5, "pads": [2, 1, 2, 3]}),
@@ -228,7 +230,7 @@ CONV = [
 ]
 
 
-@pytest.mark.parametrize("strategy", ["implicit", "im2col"])
+@pytest.mark.parametrize("strategy", ["implicit", "im2col", "rows"])
 @pytest.mark.parametrize("xs,ws,attrs", CONV)
 def test_conv(xs, ws, attrs, strategy, rng, monkeypatch):
     monkeypatch.setenv("ENGINE_GPU_CONV", strategy)

@@ -1,5 +1,6 @@
-"""Conv (implicit GEMM, 1x1 as batched matmul, direct/depthwise) and ConvTranspose, 1-D and 2-D,
-with the fusion pass's bias and activation applied in the epilogue."""
+"""Conv (implicit GEMM, im2col + matmul, direct rows, 1x1 as batched matmul, depthwise) and
+ConvTranspose, 1-D and 2-D, with the fusion pass's bias and activation applied in the epilogue.
+"""
 
 from __future__ import annotations
 
@@ -109,17 +110,16 @@ def Conv(ctx, layer, ins, metas, out_metas):
                    None if bias is None else Operand(bias, 1, 0, batch=mg), act=act,
                    c_off=n * M * P, c_batch=mg * P)
         return [y]
-    if cg > 1 and (ctx.conv_strategy == "im2col" or mg % 4):
+    if cg > 1 and geo.dilations[1] == 1 and (groups == 1 or mg % 4 == 0) and \
+            (ctx.conv_strategy == "rows" or ctx.conv_strategy == "im2col" and _rows_pay(geo, M)):
+        _conv_rows(ctx, layer, ins, metas, out, geo, groups, act, y)
+        return [y]
+    if cg > 1 and (ctx.conv_strategy != "implicit" or mg % 4):
         _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y)
         return [y]
     if mg % 4 == 0:
-        k = size_of(w.shape[1:])
+        packed, temp = _quad_weights(ctx, layer, ins, w, M)
         m4 = -(-M // 4) * 4
-        packed = ctx.constant(layer, 1, w, "conv-pack", _pack_weights)
-        temp = None
-        if packed is None:  # weights computed at run time: re-lay them out on the GPU
-            temp = packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
-            strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
         (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dilations
         ctx.dispatch(Program.of("conv2d.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw, DH=dh,
                                 DW=dw),
@@ -137,6 +137,49 @@ def Conv(ctx, layer, ins, metas, out_metas):
                  _params(x, out, geo, groups, bias is not None, act),
                  (-(-P // 256), M, N))
     return [y]
+
+
+def _rows_pay(geo: Geometry2D, M: int) -> bool:
+    """Where conv_rows.wgsl beats im2col + matmul on CPU adapters: im2col writes and reads
+    back K*P values for 2*M*K*P FLOPs, which weighs most with few output channels. Measured
+    on lavapipe (GPU ms, im2col -> rows): 24->6 @160 k3 40.9 -> 21.1, 16->16 @80 9.4 -> 7.3,
+    48->32 @40 10.9 -> 10.5; 16->64 @55 12.7 -> 13.8, and slower at strides > 1."""
+    return geo.strides[1] == 1 and M <= 32
+
+
+def _quad_weights(ctx, layer, ins, w, M: int):
+    """(weights packed as [M4/4][K][4] (``_pack_weights``), a scratch tensor to free after
+    the dispatch or None). Constant weights are packed once on the host."""
+    k = size_of(w.shape[1:])
+    packed = ctx.constant(layer, 1, w, "conv-pack", _pack_weights)
+    if packed is not None:
+        return packed, None
+    # weights computed at run time: re-lay them out on the GPU (M % 4 == 0 here)
+    m4 = -(-M // 4) * 4
+    packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
+    strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
+    return packed, packed
+
+
+def _conv_rows(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
+    """Runs of 4 outputs along rows x quads of output channels, without im2col
+    (conv_rows.wgsl)."""
+    x, w = metas[0], metas[1]
+    N, M = x.shape[0], out.shape[1]
+    OH, OW = _hw(out.shape)
+    runs = -(-OW // 4)
+    bias = ins[2] if len(ins) > 2 else None
+    if M % 4 and ctx.constant(layer, 1, w, "conv-pack", _pack_weights) is None:
+        _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y)  # no GPU re-layout
+        return
+    packed, temp = _quad_weights(ctx, layer, ins, w, M)
+    (kh, kw), (sh, sw), dh = geo.kernel, geo.strides, geo.dilations[0]
+    ctx.dispatch(Program.of("conv_rows.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw, DH=dh),
+                 [ins[0], packed, bias if bias is not None else ins[0], y],
+                 _params(x, out, geo, groups, bias is not None, act, runs),
+                 (-(-runs * OH // 64), -(-M // 4), N))
+    if temp is not None:
+        ctx.free(temp)
 
 
 def _conv_depthwise(ctx, ins, x, out, geo, groups, act, y) -> None:
