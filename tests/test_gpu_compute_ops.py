@@ -269,6 +269,13 @@ POOL = [
     ("AveragePool", {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"}),
     ("LpPool", {"kernel_shape": [2, 2], "p": 3}),
     ("GlobalAveragePool", {}), ("GlobalMaxPool", {}),
+    # pool_rows.wgsl: ceil mode with the padded count, a stride longer than the window, a
+    # window sliding over many taps; a dilation (pool2d.wgsl)
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1],
+                     "ceil_mode": 1, "count_include_pad": 1}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2]}),
 ]
 
 
@@ -276,6 +283,13 @@ POOL = [
 def test_pool(op, attrs, rng):
     x = rng.standard_normal((2, 3, int(rng.integers(7, 12)), int(rng.integers(7, 12))))
     assert_close(*run_both(*one_node(op, [x.astype(np.float32)], attrs, opset=18)))
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_1d(op, rng):
+    x = rng.standard_normal((2, 3, 19)).astype(np.float32)
+    attrs = {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}
+    assert_close(*run_both(*one_node(op, [x], attrs, opset=18)))
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",

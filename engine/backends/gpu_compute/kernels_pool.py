@@ -10,6 +10,8 @@ from engine.ops.conv_pool import conv_geometry
 from engine.ops.resize import resize_plan
 
 MODES = {"MaxPool": 0, "AveragePool": 1, "LpPool": 2}
+#: the most workgroups of one dispatch dimension (pool_rows.wgsl puts the planes on y)
+MAX_GROUPS = 65535
 
 
 def _pool_check(layer, metas):
@@ -31,11 +33,20 @@ def _register_pool(op):
         if n:
             H, W = (1, shape[2]) if len(shape) == 3 else shape[2:]
             OH, OW = (1, out.shape[2]) if len(shape) == 3 else out.shape[2:]
-            params = pack(shape[1], H, W, n, OH, OW, *geo.kernel, *geo.strides,
-                          *geo.pads_begin, *geo.dilations, MODES[op],
+            planes = shape[0] * shape[1]
+            rows = op != "LpPool" and geo.dilations == (1, 1) and planes <= MAX_GROUPS
+            runs = -(-OW // 4)
+            params = pack(shape[1], H, W, runs if rows else n, OH, OW, *geo.kernel,
+                          *geo.strides, *geo.pads_begin, *geo.dilations, MODES[op],
                           int(layer.attr("count_include_pad", 0)), *geo.pads_end,
                           float(layer.attr("p", 2)), 0)
-            ctx.dispatch(Program.of("pool2d.wgsl"), [ins[0], y], params, -(-n // 256))
+            if rows:  # 4 outputs along a row per invocation, window and strides specialised
+                (kh, kw), (sh, sw) = geo.kernel, geo.strides
+                ctx.dispatch(Program.of("pool_rows.wgsl", KH=kh, KW=kw, SH=sh, SW=sw,
+                                        MODE=MODES[op]),
+                             [ins[0], y], params, (-(-runs * OH // 64), planes, 1))
+            else:
+                ctx.dispatch(Program.of("pool2d.wgsl"), [ins[0], y], params, -(-n // 256))
         return [y]
 
     kernel.__name__ = op
