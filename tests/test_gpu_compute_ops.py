@@ -251,6 +251,9 @@ def test_conv(xs, ws, attrs, strategy, rng, monkeypatch):
     ((2, 4, 5, 6), (4, 3, 3, 3), {"pads": [1, 0, 2, 1]}),  # stride 1, uneven pads
     ((1, 3, 4, 5), (3, 2, 1, 2), {"strides": [3, 2], "output_padding": [2, 1]}),  # k < s
     ((1, 4, 5, 5), (4, 2, 3, 3), {"dilations": [2, 1], "strides": [2, 2]}),  # the gather
+    # kernel == strides: a matmul, then the blocks interleaved (two images, 1-D)
+    ((2, 5, 4, 6), (5, 3, 3, 3), {"strides": [3, 3]}),
+    ((2, 4, 7), (4, 3, 2), {"strides": [2]}),
 ])
 def test_conv_transpose(xs, ws, attrs, rng):
     x = rng.standard_normal(xs).astype(np.float32)
@@ -259,6 +262,8 @@ def test_conv_transpose(xs, ws, attrs, rng):
     assert_close(*run_both(*one_node("ConvTranspose", [x, Const(w)], attrs)), 2e-4, 2e-5)
     assert_close(*run_both(*one_node("ConvTranspose", [x, Const(w), Const(b)], attrs)),
                  2e-4, 2e-5)
+    # weights computed at run time: the phase shader
+    assert_close(*run_both(*one_node("ConvTranspose", [x, w], attrs)), 2e-4, 2e-5)
 
 
 POOL = [
