@@ -383,6 +383,8 @@ def test_movement_of_int64_and_split(rng):
     ("linear", "half_pixel", [1, 1, 2.0, 1.5]), ("linear", "align_corners", [1, 1, 0.6, 1.7]),
     ("nearest", "asymmetric", [1, 1, 2.0, 3.0]), ("nearest", "half_pixel", [1, 1, 0.6, 1.7]),
     ("linear", "pytorch_half_pixel", [1, 1, 1.3, 0.5]),
+    # integer nearest upsampling that repeats pixels (a strided copy), and one that does not
+    ("nearest", "half_pixel", [1, 1, 2.0, 4.0]), ("nearest", "align_corners", [1, 1, 2.0, 2.0]),
 ])
 def test_resize(mode, coord, scales, rng):
     x = rng.standard_normal((1, 3, 7, 9)).astype(np.float32)
