@@ -134,11 +134,14 @@ def test_every_pixel_variant_compiles(require_gpu):
 
 def test_program_for_picks_every_load_form():
     """The forms the kernel picks from strides are exactly those the test compiles."""
-    T = object()
+    from types import SimpleNamespace
+
+    # a view (no allocation of its own) and a whole tensor of 256 bytes (outer_shift)
+    tensors = (object(), SimpleNamespace(alloc=SimpleNamespace(size=256)))
     picked = {dict(km.program_for(km.Operand(T, *a), km.Operand(T, *b), 8, n, k,
                                   "Identity").params)["B_LOAD"]
               for a in ((8, 1), (1, 8)) for b in ((1, 8), (8, 1), (3, 1), (1, 3))
-              for n, k in ((8, 8), (6, 6))}
+              for n, k in ((8, 8), (6, 6)) for T in tensors}
     assert picked == set(km.B_LOADS)
 
 

@@ -54,8 +54,15 @@ def activation_reason(layer) -> str | None:
 #: A_LOAD, B_LOAD and C_STORE values of matmul.wgsl (files compute/matmul_a_*.wgsl,
 #: matmul_b_*.wgsl, matmul_c_*.wgsl)
 A_LOADS = ("vec4", "scalar")
-B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_scalar")
+B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_shift", "outer_scalar")
 C_STORES = ("vec4", "scalar")
+
+
+def _whole16(tensor) -> bool:
+    """Whether ``tensor`` is bound whole with a size that is a multiple of 16 bytes (a vec4
+    array then reaches its last elements)."""
+    alloc = getattr(tensor, "alloc", None)
+    return alloc is not None and alloc.size % 16 == 0
 
 
 def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
@@ -69,8 +76,11 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
         form, vec = "dot", K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
     else:  # contiguous along N (or neither)
         form, vec = "outer", b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
+    load = "vec4" if vec else "scalar"
+    if form == "outer" and not vec and b.sc == 1 and _whole16(b.tensor):
+        load = "shift"  # two aligned vec4 loads rather than four scalar ones
     return Program.of("matmul.wgsl", act=act, A_LOAD="vec4" if a_vec else "scalar",
-                      B_LOAD=f"{form}_{'vec4' if vec else 'scalar'}",
+                      B_LOAD=f"{form}_{load}",
                       C_STORE="vec4" if c_vec else "scalar")
 
 
