@@ -63,10 +63,13 @@ def scatter_programs() -> list[Program]:
 def matmul_programs() -> list[Program]:
     """Every pairing of A and B load forms (without an activation), every fused activation
     on one of them, and the workgroup-tiled variant."""
-    programs = [Program.of("matmul.wgsl", act="Identity", A_LOAD=a, B_LOAD=b, C_STORE=c)
+    programs = [Program.of("matmul.wgsl", act="Identity", A_LOAD=a, B_LOAD=b, C_STORE=c,
+                           WGX=8, WGY=8)
                 for a in km.A_LOADS for b in km.B_LOADS for c in km.C_STORES]
     programs += [Program.of("matmul.wgsl", act=act, A_LOAD="vec4", B_LOAD="outer_vec4",
-                            C_STORE="vec4") for act in sorted(ACTIVATIONS)]
+                            C_STORE="vec4", WGX=wgx, WGY=wgy)
+                 for act in sorted(ACTIVATIONS) for wgx, wgy in {km.workgroup_for(m)
+                                                                 for m in (1, 64)}]
     return programs + [Program.of("matmul_tiled.wgsl", act="Identity")]
 
 

@@ -50,7 +50,7 @@ fn emit(batch: i32, m: i32, n: vec4<i32>, acc: vec4<f32>) {
            vec4<f32>(act(v.x, A, B), act(v.y, A, B), act(v.z, A, B), act(v.w, A, B)));
 }
 
-@compute @workgroup_size(8, 8, 1)
+@compute @workgroup_size(${WGX}, ${WGY}, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     let n0 = i32(g.x) * 4;
     let m0 = i32(g.y) * 4;

@@ -65,6 +65,16 @@ def _whole16(tensor) -> bool:
     return alloc is not None and alloc.size % 16 == 0
 
 
+def workgroup_for(M: int) -> tuple[int, int]:
+    """matmul.wgsl's workgroup shape (invocations along N, along M; 4x4 outputs each): 8x8
+    covers a 32x32 tile; with few rows, 64x1 keeps every invocation of a workgroup busy."""
+    return (64, 1) if M <= SMALL_M else (8, 8)
+
+
+#: rows up to which matmul.wgsl runs workgroups of one invocation row (64x1)
+SMALL_M = 16
+
+
 def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
                 c_vec: bool = False) -> Program:
     """matmul.wgsl with the operands' load forms: vec4 loads where a layout allows them; B in
@@ -79,7 +89,9 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
     load = "vec4" if vec else "scalar"
     if form == "outer" and not vec and b.sc == 1 and _whole16(b.tensor):
         load = "shift"  # two aligned vec4 loads rather than four scalar ones
-    return Program.of("matmul.wgsl", act=act, A_LOAD="vec4" if a_vec else "scalar",
+    wgx, wgy = workgroup_for(M)
+    return Program.of("matmul.wgsl", act=act, WGX=wgx, WGY=wgy,
+                      A_LOAD="vec4" if a_vec else "scalar",
                       B_LOAD=f"{form}_{load}",
                       C_STORE="vec4" if c_vec else "scalar")
 
@@ -99,8 +111,9 @@ def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 
                                                                       batch)
     else:
         c_vec = _aligned(N, ldc, c_off, c_batch if batch > 1 else 0)
-        program, groups = program_for(a, b, M, N, K, op, c_vec), (-(-N // 32), -(-M // 32),
-                                                                   batch)
+        wgx, wgy = workgroup_for(M)
+        program = program_for(a, b, M, N, K, op, c_vec)
+        groups = (-(-N // (4 * wgx)), -(-M // (4 * wgy)), batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
     params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,
