@@ -183,11 +183,11 @@ def _conv_rows(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
 
 
 def _conv_depthwise(ctx, ins, x, out, geo, groups, act, y) -> None:
-    """One input channel per group: runs of 4 outputs along rows with a sliding window of
+    """One input channel per group: runs of 8 outputs along rows with a sliding window of
     inputs (conv_depthwise.wgsl)."""
     N, M = x.shape[0], out.shape[1]
     OH, OW = _hw(out.shape)
-    runs = -(-OW // 4)
+    runs = -(-OW // 8)
     bias = ins[2] if len(ins) > 2 else None
     (kh, kw), (sh, sw) = geo.kernel, geo.strides
     ctx.dispatch(Program.of("conv_depthwise.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw),
