@@ -69,7 +69,7 @@ def matmul_programs() -> list[Program]:
     programs += [Program.of("matmul.wgsl", act=act, A_LOAD="vec4", B_LOAD="outer_vec4",
                             C_STORE="vec4", WGX=wgx, WGY=wgy)
                  for act in sorted(ACTIVATIONS) for wgx, wgy in {km.workgroup_for(m)
-                                                                 for m in (1, 64)}]
+                                                                 for m in (1, 8, 16, 64)}]
     return programs + [Program.of("matmul_tiled.wgsl", act="Identity")]
 
 

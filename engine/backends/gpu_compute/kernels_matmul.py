@@ -66,13 +66,18 @@ def _whole16(tensor) -> bool:
 
 
 def workgroup_for(M: int) -> tuple[int, int]:
-    """matmul.wgsl's workgroup shape (invocations along N, along M; 4x4 outputs each): 8x8
-    covers a 32x32 tile; with few rows, 64x1 keeps every invocation of a workgroup busy."""
-    return (64, 1) if M <= SMALL_M else (8, 8)
+    """matmul.wgsl's workgroup shape (invocations along N, along M; 4x4 outputs each), 64
+    invocations: the tallest of 8x8, 16x4, 32x2 and 64x1 whose rows past M waste at most an
+    eighth of the invocation rows (8x8 over M = 8 left three quarters idle)."""
+    rows = -(-M // 4)
+    for wgy in WG_ROWS:
+        if -(-rows // wgy) * wgy - rows <= rows // 8:
+            return 64 // wgy, wgy
+    return 64, 1
 
 
-#: rows up to which matmul.wgsl runs workgroups of one invocation row (64x1)
-SMALL_M = 16
+#: invocation rows of matmul.wgsl's workgroup shapes, tallest first
+WG_ROWS = (8, 4, 2, 1)
 
 
 def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
