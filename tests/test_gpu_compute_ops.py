@@ -379,6 +379,19 @@ def test_movement_of_int64_and_split(rng):
                                      n_out=3)))
 
 
+def test_copies_of_aligned_runs(rng):
+    """Copies whose runs, strides and offsets are multiples of 4 words move vec4s: a channel
+    shuffle, a Concat of such blocks, int64 (word pairs) and an unaligned Slice beside them."""
+    x = rng.standard_normal((2, 4, 3, 6, 8)).astype(np.float32)
+    assert_close(*run_both(*one_node("Transpose", [x], {"perm": [0, 2, 1, 3, 4]})))
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 2, 4, 4), (2, 3, 4, 4)))
+    assert_close(*run_both(*one_node("Concat", [a, b], {"axis": 1})))
+    i = rng.integers(-9, 9, (3, 4, 8)).astype(np.int64)
+    assert_close(*run_both(*one_node("Transpose", [i], {"perm": [1, 0, 2]})))
+    starts, ends = Const(np.array([1, 2], np.int64)), Const(np.array([4, 7], np.int64))
+    assert_close(*run_both(*one_node("Slice", [x[0, 0], starts, ends], opset=13)))
+
+
 @pytest.mark.parametrize("mode,coord,scales", [
     ("linear", "half_pixel", [1, 1, 2.0, 1.5]), ("linear", "align_corners", [1, 1, 0.6, 1.7]),
     ("nearest", "asymmetric", [1, 1, 2.0, 3.0]), ("nearest", "half_pixel", [1, 1, 0.6, 1.7]),

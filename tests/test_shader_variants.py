@@ -170,9 +170,27 @@ def conv2d_programs() -> list[Program]:
                        for act in sorted(ACTIVATIONS)]
 
 
+def rows_programs() -> list[Program]:
+    """The row-run kernels (depthwise and direct convolution, pooling) for kernels wider and
+    narrower than their strides, with every fused activation on one convolution, and the
+    strided copy on words, word pairs and vec4s."""
+    shapes = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 2, 2), (7, 7, 1, 1), (1, 2, 1, 3), (2, 2, 2, 2))
+    programs = [Program.of("conv_depthwise.wgsl", act="Identity", KH=kh, KW=kw, SH=sh, SW=sw)
+                for kh, kw, sh, sw in shapes]
+    programs += [Program.of("conv_rows.wgsl", act="Identity", KH=kh, KW=kw, SH=sh, SW=sw, DH=1)
+                 for kh, kw, sh, sw in shapes]
+    programs += [Program.of(f, act=act, KH=3, KW=3, SH=1, SW=1, **({"DH": 2} if r else {}))
+                 for act in sorted(ACTIVATIONS)
+                 for f, r in (("conv_depthwise.wgsl", 0), ("conv_rows.wgsl", 1))]
+    programs += [Program.of("pool_rows.wgsl", KH=kh, KW=kw, SH=sh, SW=sw, MODE=mode)
+                 for kh, kw, sh, sw in shapes for mode in (0, 1)]
+    return programs + [Program.of("copy.wgsl", W=w, T=t)
+                       for w, t in ((1, "u32"), (2, "u32"), (1, "vec4<u32>"))]
+
+
 COMPUTE = {"conv": conv2d_programs, "binary": binary_programs, "reduce": reduce_programs,
            "scatter": scatter_programs, "matmul": matmul_programs,
-           "conv_transpose": conv_transpose_programs}
+           "conv_transpose": conv_transpose_programs, "rows": rows_programs}
 
 
 def _all_compute() -> list[Program]:

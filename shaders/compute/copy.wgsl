@@ -14,8 +14,10 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<u32>;
-@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+// T: u32, or vec4<u32> where runs, strides and bases are multiples of 4 words (a quarter
+// of the loads and stores; kernels_movement.strided_copy picks it)
+@group(0) @binding(1) var<storage, read> x: array<${T}>;
+@group(0) @binding(2) var<storage, read_write> y: array<${T}>;
 
 const RUN: i32 = 64;
 

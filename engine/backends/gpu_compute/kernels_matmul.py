@@ -15,7 +15,7 @@ import numpy as np
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, current_limits, gpu_kernel, out_size_reason
-from engine.backends.gpu_compute.util import broadcast_strides, size_of
+from engine.backends.gpu_compute.util import broadcast_strides, size_of, whole16
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 
 
@@ -58,13 +58,6 @@ B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_shift", "outer_scalar"
 C_STORES = ("vec4", "scalar")
 
 
-def _whole16(tensor) -> bool:
-    """Whether ``tensor`` is bound whole with a size that is a multiple of 16 bytes (a vec4
-    array then reaches its last elements)."""
-    alloc = getattr(tensor, "alloc", None)
-    return alloc is not None and alloc.size % 16 == 0
-
-
 def workgroup_for(M: int) -> tuple[int, int]:
     """matmul.wgsl's workgroup shape (invocations along N, along M; 4x4 outputs each), 64
     invocations: the tallest of 8x8, 16x4, 32x2 and 64x1 whose rows past M waste at most an
@@ -92,7 +85,7 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
     else:  # contiguous along N (or neither)
         form, vec = "outer", b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
     load = "vec4" if vec else "scalar"
-    if form == "outer" and not vec and b.sc == 1 and _whole16(b.tensor):
+    if form == "outer" and not vec and b.sc == 1 and whole16(b.tensor):
         load = "shift"  # two aligned vec4 loads rather than four scalar ones
     wgx, wgy = workgroup_for(M)
     return Program.of("matmul.wgsl", act=act, WGX=wgx, WGY=wgy,
