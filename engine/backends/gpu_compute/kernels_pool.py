@@ -38,12 +38,12 @@ def _register_pool(op):
             OH, OW = (1, out.shape[2]) if len(shape) == 3 else out.shape[2:]
             planes = shape[0] * shape[1]
             rows = op != "LpPool" and geo.dilations == (1, 1) and planes <= MAX_GROUPS
-            runs = -(-OW // 4)
+            runs = -(-OW // 8)
             params = pack(shape[1], H, W, runs if rows else n, OH, OW, *geo.kernel,
                           *geo.strides, *geo.pads_begin, *geo.dilations, MODES[op],
                           int(layer.attr("count_include_pad", 0)), *geo.pads_end,
                           float(layer.attr("p", 2)), 0)
-            if rows:  # 4 outputs along a row per invocation, window and strides specialised
+            if rows:  # 8 outputs along a row per invocation, window and strides specialised
                 (kh, kw), (sh, sw) = geo.kernel, geo.strides
                 ctx.dispatch(Program.of("pool_rows.wgsl", KH=kh, KW=kw, SH=sh, SW=sw,
                                         MODE=MODES[op]),
