@@ -142,9 +142,10 @@ def Conv(ctx, layer, ins, metas, out_metas):
 def _rows_pay(geo: Geometry2D, M: int) -> bool:
     """Where conv_rows.wgsl beats im2col + matmul on CPU adapters: im2col writes and reads
     back K*P values for 2*M*K*P FLOPs, which weighs most with few output channels. Measured
-    on lavapipe (GPU ms, im2col -> rows): 24->6 @160 k3 40.9 -> 21.1, 16->16 @80 9.4 -> 7.3,
-    48->32 @40 10.9 -> 10.5; 16->64 @55 12.7 -> 13.8, and slower at strides > 1."""
-    return geo.strides[1] == 1 and M <= 32
+    on lavapipe (GPU ms, im2col -> rows, 8 outputs a row): 16->64 @55 k3 13.0 -> 11.6,
+    48->32 @40 8.7 -> 8.4, 24->6 @160 17.4 -> 17.2; slower from 128 channels (32->128 @27
+    11.6 -> 13.0) and at strides > 1 (16->32 @160 s2 15.6 -> 20.4)."""
+    return geo.strides[1] == 1 and M <= 64
 
 
 def _quad_weights(ctx, layer, ins, w, M: int):
@@ -162,12 +163,12 @@ def _quad_weights(ctx, layer, ins, w, M: int):
 
 
 def _conv_rows(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
-    """Runs of 4 outputs along rows x quads of output channels, without im2col
+    """Runs of 8 outputs along rows x quads of output channels, without im2col
     (conv_rows.wgsl)."""
     x, w = metas[0], metas[1]
     N, M = x.shape[0], out.shape[1]
     OH, OW = _hw(out.shape)
-    runs = -(-OW // 4)
+    runs = -(-OW // 8)
     bias = ins[2] if len(ins) > 2 else None
     if M % 4 and ctx.constant(layer, 1, w, "conv-pack", _pack_weights) is None:
         _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y)  # no GPU re-layout
