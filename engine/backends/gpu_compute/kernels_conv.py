@@ -99,9 +99,13 @@ def Conv(ctx, layer, ins, metas, out_metas):
                  and P == size_of(x.shape[2:]))
     mg, cg = M // groups, C // groups
     if pointwise and groups == 1:  # one batched matmul over the images
-        matmul(ctx, _weights_operand(ctx, layer, ins, w, C, 0), Operand(ins[0], P, 1, batch=C * P),
-               y, M, P, C, N,
+        xp, p4 = _padded_rows(ctx, ins[0], N * C, P) if P % 4 and C >= PAD_MIN_K else \
+            (ins[0], P)
+        matmul(ctx, _weights_operand(ctx, layer, ins, w, C, 0),
+               Operand(xp, p4, 1, batch=C * p4), y, M, P, C, N,
                None if bias is None else Operand(bias, 1, 0), act=act)
+        if xp is not ins[0]:
+            ctx.free(xp)
         return [y]
     if pointwise and cg > 1:  # per image, one matmul batched over the groups
         for n in range(N):
@@ -137,6 +141,20 @@ def Conv(ctx, layer, ins, metas, out_metas):
                  _params(x, out, geo, groups, bias is not None, act),
                  (-(-P // 256), M, N))
     return [y]
+
+
+#: input channels from which a pointwise conv over a map whose size is not a multiple of 4
+#: copies the map into rows padded to 4 first: the matmul then loads B as aligned vec4s
+PAD_MIN_K = 16
+
+
+def _padded_rows(ctx, x, rows: int, n: int):
+    """(a copy of ``rows`` rows of ``n`` values with each row padded to a multiple of 4, its
+    row stride)."""
+    n4 = -(-n // 4) * 4
+    xp = ctx.tensor(Meta((rows, n4), np.dtype(np.float32)))
+    strided_copy(ctx, x, xp, [rows, n], [n, 1], [n4, 1])
+    return xp, n4
 
 
 def _rows_pay(geo: Geometry2D, M: int) -> bool:

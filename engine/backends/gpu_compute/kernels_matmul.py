@@ -82,8 +82,10 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
     a_vec = a.sc == 1 and _aligned(a.sr, a.batch, a.off)
     if b.sr == 1 and b.sc != 1:  # contiguous along K
         form, vec = "dot", K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
-    else:  # contiguous along N (or neither)
-        form, vec = "outer", b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
+    else:  # contiguous along N (or neither); rows padded to a multiple of 4 also take vec4
+        # loads (the columns past N they read are never stored)
+        form, vec = "outer", b.sc == 1 and (N % 4 == 0 or b.sr >= -(-N // 4) * 4) and \
+            _aligned(b.sr, b.batch, b.off)
     load = "vec4" if vec else "scalar"
     if form == "outer" and not vec and b.sc == 1 and whole16(b.tensor):
         load = "shift"  # two aligned vec4 loads rather than four scalar ones
