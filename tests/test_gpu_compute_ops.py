@@ -220,6 +220,7 @@ CONV = [
     ((1, 6, 5, 7), (10, 6, 1, 1), {}),
     # pointwise over a map whose size is not a multiple of 4: rows padded for vec4 loads
     ((2, 20, 5, 7), (12, 20, 1, 1), {}),
+    ((2, 36, 3, 5), (8, 18, 1, 1), {"group": 2}),
     # few output channels (conv_rows.wgsl on CPU adapters): two images, M not a multiple of 4
     ((2, 5, 9, 23), (6, 5, 3, 3), {"pads": [1, 0, 1, 2]}),
     # depthwise (conv_depthwise.wgsl): widths not a multiple of its 4-output runs, asymmetric

@@ -108,11 +108,15 @@ def Conv(ctx, layer, ins, metas, out_metas):
             ctx.free(xp)
         return [y]
     if pointwise and cg > 1:  # per image, one matmul batched over the groups
+        xp, p4 = _padded_rows(ctx, ins[0], N * C, P) if P % 4 and cg >= PAD_MIN_K else \
+            (ins[0], P)
         for n in range(N):
             matmul(ctx, _weights_operand(ctx, layer, ins, w, cg, 0, mg),
-                   Operand(ins[0], P, 1, batch=cg * P, off=n * C * P), y, mg, P, cg, groups,
+                   Operand(xp, p4, 1, batch=cg * p4, off=n * C * p4), y, mg, P, cg, groups,
                    None if bias is None else Operand(bias, 1, 0, batch=mg), act=act,
                    c_off=n * M * P, c_batch=mg * P)
+        if xp is not ins[0]:
+            ctx.free(xp)
         return [y]
     if cg > 1 and geo.dilations[1] == 1 and (groups == 1 or mg % 4 == 0) and \
             (ctx.conv_strategy == "rows" or ctx.conv_strategy == "im2col" and _rows_pay(geo, M)):
