@@ -2,11 +2,13 @@
 // tap k = (c, kh, kw) and output pixel p0 + q; the convolution then is one matmul. Each
 // invocation fills a run of up to 64 pixels of one tap, stepping (oh, ow) incrementally: CPU
 // adapters cannot vectorise integer division, which per element dominated the time.
+// ld: col's row stride (cols rounded up to 4, so that the matmul loads rows as vec4s)
 struct Params {
     n: i32, cols: i32, p0: i32, xbase: i32,
     H: i32, W: i32, OW: i32, KH: i32,
     KW: i32, sh: i32, sw: i32, ph: i32,
     pw: i32, dh: i32, dw: i32, chunks: i32,
+    ld: i32, pad0: i32, pad1: i32, pad2: i32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -38,7 +40,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     for (var q = first; q < last; q++) {
         let iw = ow * sw + dx;
         let inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
-        col[k * p.cols + q] = select(0.0, x[cbase + clamp(ih, 0, H - 1) * W + clamp(iw, 0, W - 1)],
+        col[k * p.ld + q] = select(0.0, x[cbase + clamp(ih, 0, H - 1) * W + clamp(iw, 0, W - 1)],
                                      inside);
         ow++;
         if (ow == OW) {

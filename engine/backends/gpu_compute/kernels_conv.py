@@ -233,14 +233,16 @@ def _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
         for g in range(groups):
             for p0 in range(0, P, chunk):
                 cols = min(chunk, P - p0)
-                col = ctx.tensor(Meta((K, cols), np.dtype(np.float32)))
+                ld = -(-cols // 4) * 4  # rows padded: the matmul loads them as vec4s
+                col = ctx.tensor(Meta((K, ld), np.dtype(np.float32)))
                 runs = -(-cols // 64)
                 params = pack(K * runs, cols, p0, (n * C + g * cg) * H * W, H, W, OW,
-                              *geo.kernel, *geo.strides, *geo.pads_begin, *geo.dilations, runs)
+                              *geo.kernel, *geo.strides, *geo.pads_begin, *geo.dilations, runs,
+                              ld, 0, 0, 0)
                 ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
                              -(-K * runs // 64))
                 matmul(ctx, _weights_operand(ctx, layer, ins, metas[1], K, g * mg),
-                       Operand(col, cols, 1), y,
+                       Operand(col, ld, 1), y,
                        mg, cols, K, 1, None if bias is None else Operand(bias, 1, 0, off=g * mg),
                        act=act, ldc=P, c_off=(n * M + g * mg) * P + p0)
                 ctx.free(col)
