@@ -185,7 +185,7 @@ def rows_programs() -> list[Program]:
     programs += [Program.of("pool_rows.wgsl", KH=kh, KW=kw, SH=sh, SW=sw, MODE=mode)
                  for kh, kw, sh, sw in shapes for mode in (0, 1)]
     return programs + [Program.of("copy.wgsl", W=w, T=t)
-                       for w, t in ((1, "u32"), (2, "u32"), (1, "vec4<u32>"))]
+                       for w, t in ((1, "word"), (2, "word"), (1, "quad"))]
 
 
 COMPUTE = {"conv": conv2d_programs, "binary": binary_programs, "reduce": reduce_programs,

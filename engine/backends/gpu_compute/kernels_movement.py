@@ -47,7 +47,7 @@ def strided_copy(ctx, src, dst, shape, in_strides, out_strides=None, in_base=0, 
     runs = n // inner * chunks
     params = pack(runs, len(shape), in_base, out_base, inner, chunks, 0, 0, *arr8(shape),
                   *arr8(in_strides), *arr8(out_strides), *arr8(mods))
-    ctx.dispatch(Program.of("copy.wgsl", W=words, T="vec4<u32>" if wide else "u32"),
+    ctx.dispatch(Program.of("copy.wgsl", W=words, T="quad" if wide else "word"),
                  [src, dst], params, -(-runs // 64))
 
 
