@@ -146,7 +146,7 @@ def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: flo
     wide = x.dtype == np.float64
     parallel_for(lambda lo, hi: layer_norm(x2, carr(scale), carr(bias), out, mean, inv, eps,
                                            lo, hi, wide), rows,
-                 grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+                 grain=stream_grain(rows, L))
     return out.reshape(x.shape)
 
 
@@ -169,7 +169,7 @@ def LayerNormalization(layer, inputs):
               carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
         known = ((x.shape, x.dtype), scale, bias, axis, rows, L, sc, bi,
                  float(layer.attr("epsilon", 1e-5)), x.dtype == np.float64,
-                 max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+                 stream_grain(rows, L))
         layer.__dict__["_cpu_ln"] = known
     axis, rows, L, sc, bi, eps, wide, grain = known[3:]
     x2 = carr(x).reshape(rows, L)
