@@ -154,3 +154,14 @@ def test_last_axis_vector_broadcast(rng, x_shape, v_shape):
     v = rng.standard_normal(v_shape).astype(np.float32)
     close(one("Add", x, inits=[("v", v)])[0], x.astype(np.float64) + v)
     close(one("Mul", x, extra_inputs=[("v", v)])[0], x.astype(np.float64) * v)
+
+
+@pytest.mark.parametrize("x_shape,s_shape", [((2, 3, 37, 21), ()), ((2, 3, 37, 21), (1,)),
+                                             ((5, 13), (1, 1)), ((3, 9, 6), (1, 1, 1)),
+                                             ((1, 2, 3, 4, 5), (1, 1, 1, 1))])
+def test_one_element_broadcast(rng, x_shape, s_shape):
+    """A one-element operand (attention's scale) is read from its single texel."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    s = (rng.standard_normal(s_shape) + 3).astype(np.float32)
+    close(one("Div", x, inits=[("s", s)])[0], x.astype(np.float64) / s)
+    close(one("Sub", x, extra_inputs=[("s", s)])[0], x.astype(np.float64) - s)
