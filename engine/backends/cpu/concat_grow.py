@@ -22,6 +22,8 @@ import numpy as np
 
 #: below this many output elements a plain ``np.concatenate`` (shape arithmetic, small maps)
 GROW_MIN_ELEMENTS = 16384
+#: runs a concat registers its output before it is taken to head no chain
+PLAIN_RUNS = 3
 
 
 class _Grow:
@@ -39,9 +41,7 @@ _BUFFERS: dict[int, tuple[weakref.ref, _Grow]] = {}
 
 def _state(x: np.ndarray) -> tuple[np.ndarray, _Grow] | None:
     """The growable buffer ``x`` is a view of, and its state, or None."""
-    base = x.base
-    if base is None:
-        return None
+    base = x if x.base is None else x.base
     entry = _BUFFERS.get(id(base))
     if entry is None or entry[0]() is not base:
         return None
@@ -63,8 +63,11 @@ def concat_grow(layer, parts: list[np.ndarray], axis: int) -> np.ndarray | None:
     the first part's buffer in place when it can; None when the inputs do not qualify
     (then the caller concatenates them plainly)."""
     x0 = parts[0]
+    if layer.__dict__.get("_cpu_concat_plain", 0) >= PLAIN_RUNS and _state(x0) is None and \
+            "_cpu_concat_cap" not in layer.__dict__:
+        return None  # known to head no chain, and not extending one
     shape = x0.shape
-    if axis >= len(shape) or any(d != 1 for d in shape[:axis]) or x0.dtype.kind not in "biufc":
+    if axis >= len(shape) or math.prod(shape[:axis]) != 1 or x0.dtype.kind not in "biufc":
         return None
     rest = shape[axis + 1:]
     total = 0
@@ -91,15 +94,25 @@ def concat_grow(layer, parts: list[np.ndarray], axis: int) -> np.ndarray | None:
                 return out
             _learn(st.head, axis, rest, x0.dtype, total)  # too small: next time allocate more
             head = st.head
-    cap = max(total, _hint(head, axis, rest, x0.dtype))
-    buf = np.empty(shape[:axis] + (cap,) + rest, x0.dtype)
-    end = 0
-    for p in parts:
-        end = _put(buf, axis, end, p)
-    out = _prefix(buf, axis, end)
+    cap = _hint(head, axis, rest, x0.dtype)
+    if cap <= total and found is None:
+        # a concat that neither extended a buffer nor was asked for room: after a few runs
+        # it is no chain's head, and registering its output would only cost time
+        seen = layer.__dict__.get("_cpu_concat_plain", 0)
+        if seen >= PLAIN_RUNS:
+            return None
+        layer.__dict__["_cpu_concat_plain"] = seen + 1
+    if cap > total:  # the head of a chain: room for what later concats append
+        buf = np.empty(shape[:axis] + (cap,) + rest, x0.dtype)
+        end = 0
+        for p in parts:
+            end = _put(buf, axis, end, p)
+        out = _prefix(buf, axis, end)
+    else:  # no room known to be needed (yet): a plain concatenate, still registered
+        buf = out = np.concatenate(parts, axis=axis)
     key = id(buf)
-    _BUFFERS[key] = (weakref.ref(buf), _Grow(end, out, head))
-    weakref.finalize(buf, _BUFFERS.pop, key, None)
+    _BUFFERS[key] = (weakref.ref(buf, lambda _, k=key: _BUFFERS.pop(k, None)),
+                     _Grow(total, out, head))
     return out
 
 

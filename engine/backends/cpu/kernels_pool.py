@@ -1,5 +1,7 @@
 """Pooling on the CPU: one parallel Numba kernel for windowed max/average/Lp pools over
-1-D, 2-D and 3-D inputs (run as 3-D), and one for the global pools."""
+1-D, 2-D and 3-D inputs (run as 3-D), one for the global pools, a separable row kernel for
+2-D max/average pools, and for the common 2-D shapes the kernels of ``pool_same`` (stride 1,
+output of the input's size), ``pool_halve`` (2x2/stride 2) and ``pool_max3s2``."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from numba import njit
 
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.pool_halve import pool_halve
+from engine.backends.cpu.pool_max3s2 import max3s2
 from engine.backends.cpu.pool_same import pool_same
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for, stream_grain
@@ -232,8 +235,14 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
             parallel_for(lambda lo, hi: pool_halve(xs, os_, mode == MAX, lo, hi),
                          N * C, grain=stream_grain(N * C, plane))
             return out
+        grain = stream_grain(N * C, plane, ROWS_SPLIT_ELEMENTS)
+        if mode == MAX and (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1) and \
+                x.dtype in (np.float32, np.float64):
+            g4 = (ph, pw, eh, ew)
+            parallel_for(lambda lo, hi: max3s2(xs, os_, g4, lo, hi), N * C, grain=grain)
+            return out
         parallel_for(lambda lo, hi: pool2d_planes(xs, os_, g2, mode == MAX, cp, lo, hi),
-                     N * C, grain=stream_grain(N * C, plane, ROWS_SPLIT_ELEMENTS))
+                     N * C, grain=grain)
         return out
     xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)

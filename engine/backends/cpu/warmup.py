@@ -55,8 +55,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("ConvTranspose", strides=[2, 2]), [x, r(4, 2, 3, 3)])),
         ("Gemm", ("Gemm", "MatMul"), lambda: kg.Gemm(
             _layer("Gemm", transB=1, activation="Relu"), [r(2, 5), r(3, 5), r(3)])),
-        ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: kp.MaxPool(
-            _layer("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), [x])),
+        ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: _pools(kp, x)),
         ("MaxPool (Indices), LpPool", ("MaxPool", "LpPool"), lambda: kp.MaxPool(
             _layer("MaxPool", 2, kernel_shape=[2, 2]), [x])),
         ("squeeze-and-excitation", ("GlobalAveragePool",), lambda: ks.squeeze_excite(
@@ -74,6 +73,17 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("Softmax", axis=-1), [r(2, 7)])),
         ("transformer fusions", ("MatMul", "Erf", "Tanh"), lambda: _transformer(r)),
     ]
+
+
+def _pools(kp, x) -> None:
+    """Every 2-D pool kernel: 3x3/stride-2 max, the same-size stride-1 one, 2x2/stride 2,
+    and the general row kernel."""
+    for run in (kp.MaxPool, kp.AveragePool):
+        op = run.__name__
+        run(_layer(op, kernel_shape=[3, 3], strides=[2, 2]), [x])
+        run(_layer(op, kernel_shape=[3, 3], pads=[1, 1, 1, 1]), [x])
+        run(_layer(op, kernel_shape=[2, 2], strides=[2, 2]), [x])
+        run(_layer(op, kernel_shape=[3, 3]), [x])
 
 
 def _transformer(r) -> None:
