@@ -30,6 +30,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     from engine.backends.cpu import kernels_gemm as kg
     from engine.backends.cpu import kernels_norm as kn
     from engine.backends.cpu import kernels_pool as kp
+    from engine.backends.cpu import kernels_resize as kr
     from engine.backends.cpu import kernels_se as ks
     from engine.backends.cpu import kernels_softmax as ksm
     from engine.backends.cpu import kernels_winograd as kw
@@ -68,6 +69,8 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
         ("LayerNormalization", ("LayerNormalization",), lambda: kn.LayerNormalization(
             _layer("LayerNormalization", 3), [r(2, 6), r(6), r(6)])),
         ("LRN", ("LRN",), lambda: kn.LRN(_layer("LRN", size=3), [x])),
+        ("Resize (nearest, whole factors)", ("Resize", "Upsample"), lambda: kr.repeat2d(
+            x.reshape(4, 6, 6), np.empty((4, 12, 12), dtype), 2, 2)),
         ("Relu", ("Relu",), lambda: ke.Relu(_layer("Relu"), [x])),
         ("Softmax", ("Softmax", "LogSoftmax"), lambda: ksm.Softmax_13(
             _layer("Softmax", axis=-1), [r(2, 7)])),
