@@ -35,6 +35,37 @@ def check_inputs(input_specs: list[TensorSpec], inputs) -> dict[str, Any]:
     return feeds
 
 
+class InputChecker:
+    """``check_inputs`` for one model, remembering what the last run passed: arrays of the
+    dtypes and shapes it accepted skip the checks (a streaming model's run paid ~2 us an
+    input for them), not the copy."""
+
+    def __init__(self, specs: list[TensorSpec]):
+        self.specs = specs
+        self._accepted: tuple | None = None
+
+    def __call__(self, inputs) -> dict[str, Any]:
+        key = self._key(inputs)
+        if key is not None and key == self._accepted:
+            return {s.name: np.array(inputs[s.name], copy=True, order="C") for s in self.specs}
+        feeds = check_inputs(self.specs, inputs)
+        self._accepted = key
+        return feeds
+
+    def _key(self, inputs) -> tuple | None:
+        """(dtype, shape) of each input in spec order when ``inputs`` is a dict of exactly
+        the model's inputs as plain non-object NumPy arrays, else None (checked in full)."""
+        if type(inputs) is not dict or len(inputs) != len(self.specs):
+            return None
+        key = []
+        for s in self.specs:
+            v = inputs.get(s.name)
+            if type(v) is not np.ndarray or v.dtype.hasobject:
+                return None
+            key.append((v.dtype, v.shape))
+        return tuple(key)
+
+
 def _describe(spec: TensorSpec) -> str:
     if spec.shape is None and spec.dtype is None:
         return "a sequence or optional value"

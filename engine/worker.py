@@ -25,7 +25,7 @@ from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
 from engine.errors import EngineError
-from engine.input_check import check_inputs
+from engine.input_check import InputChecker
 from engine.model import Layer, Model
 from engine.ops.base import Meta
 from engine.ops.costs import LayerCost
@@ -61,6 +61,7 @@ class Worker:
                  placement_overrides: dict[str, BackendType | str] | None = None,
                  **backend_options: Any):
         self.model = model
+        self._input_checker = InputChecker(model.inputs)
         self.backend_type = BackendType.parse(backend_type)
         self._cpu = CpuBackend()
         self._closed = False
@@ -310,7 +311,7 @@ class Worker:
 
     # -- input checking -------------------------------------------------------------------
     def _check_inputs(self, inputs) -> dict[str, Any]:
-        return check_inputs(self.model.inputs, inputs)
+        return self._input_checker(inputs)
 
     # -- lifetime -------------------------------------------------------------------------
     def close(self) -> None:
@@ -336,3 +337,4 @@ class Worker:
 
     def __exit__(self, *exc) -> None:
         self.close()
+

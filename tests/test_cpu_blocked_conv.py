@@ -46,6 +46,32 @@ BLOCKED = [  # (C, M, H, W, kernel, strides, dilations, pads)
 ]
 
 
+CONV1D = [  # (C, M, L, kernel, stride, dilation, pads): framing, strided, dilated, long
+    (1, 32, 512, 32, 16, 1, (8, 8)),
+    (32, 20, 32, 3, 2, 1, (1, 1)),
+    (5, 9, 41, 5, 1, 2, (4, 1)),
+    (8, 16, 300, 3, 1, 1, (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV1D)))
+def test_blocked_1d(rng, nthreads, case):
+    """1-D convolutions run as one row of the 2-D kernel, epilogues included."""
+    c, m, n, k, s, d, pads = CONV1D[case]
+    x = rng.standard_normal((2, c, n)).astype(np.float32)
+    wt = rng.standard_normal((m, c, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    layer = _layer(strides=[s], dilations=[d], pads=list(pads), kernel_shape=[k],
+                   activation="Relu")
+    want = ref_conv(x, wt, b, [s], list(pads), [d], 1)
+    close(kc.Conv(layer, [x, wt, b]), np.maximum(want, 0))
+    assert layer._cpu_conv_plan.kind == "blocked"
+    res = rng.standard_normal(want.shape).astype(np.float32)
+    layer = _layer(strides=[s], dilations=[d], pads=list(pads), kernel_shape=[k])
+    got = kc.conv(layer, [x, wt, b], res=res, post=(ACT_RELU, 0.0, 0.0))
+    close(got, np.maximum(want + res, 0))
+
+
 @pytest.mark.parametrize("case", range(len(BLOCKED)))
 def test_blocked_geometries(rng, blocked_everywhere, nthreads, case):
     c, m, h, w, k, s, d, pads = BLOCKED[case]

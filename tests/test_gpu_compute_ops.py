@@ -168,6 +168,24 @@ def test_gemm(trans, variant, rng, monkeypatch):
     assert_close(*run_both(*one_node("Gemm", [a, Const(b), c], attrs)))
 
 
+@pytest.mark.parametrize("bias_shape", [(12,), (7, 1), (7, 12), (1, 1)])
+def test_gemm_vec4_stores(bias_shape, rng):
+    """N a multiple of 4 (vec4 stores of C) with M not: each bias broadcast form of the
+    epilogue (along the row, along the column, full, scalar)."""
+    a = rng.standard_normal((7, 10)).astype(np.float32)
+    b = rng.standard_normal((10, 12)).astype(np.float32)
+    c = rng.standard_normal(bias_shape).astype(np.float32)
+    assert_close(*run_both(*one_node("Gemm", [a, Const(b), c], {"alpha": 0.7, "beta": 1.3})))
+
+
+@pytest.mark.parametrize("sa,sb", [((1, 5, 3, 6), (6, 8)), ((2, 3, 9, 13), (13, 4)),
+                                   ((4, 5, 7), (7, 5))])
+def test_matmul_shared_b(sa, sb, rng):
+    """A batched, B shared: the batches fold into the rows of one matmul."""
+    a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    assert_close(*run_both(*one_node("MatMul", [a, Const(b)])), rtol=2e-4, atol=2e-5)
+
+
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.integers(1, 70), st.integers(1, 37), st.integers(1, 70),
        st.sampled_from([(), (3,), (2, 1)]), st.sampled_from(["a", "b", "both"]),
@@ -197,10 +215,25 @@ CONV = [
     ((1, 6, 7, 7), (7, 6, 1, 1), {"strides": [2, 2]}),
     ((2, 12, 6, 5), (9, 4, 1, 1), {"group": 3}),
     ((2, 6, 7, 6), (6, 2, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+    # pointwise, channels (per group) not a multiple of 4: weights padded to vec4 rows
+    ((2, 15, 6, 5), (9, 5, 1, 1), {"group": 3}),
+    ((1, 6, 5, 7), (10, 6, 1, 1), {}),
+    # pointwise over a map whose size is not a multiple of 4: rows padded for vec4 loads
+    ((2, 20, 5, 7), (12, 20, 1, 1), {}),
+    ((2, 36, 3, 5), (8, 18, 1, 1), {"group": 2}),
+    # few output channels (conv_rows.wgsl on CPU adapters): two images, M not a multiple of 4
+    ((2, 5, 9, 23), (6, 5, 3, 3), {"pads": [1, 0, 1, 2]}),
+    # depthwise (conv_depthwise.wgsl): widths not a multiple of its 4-output runs, asymmetric
+    # pads, strides, a channel multiplier, 1-D, and a dilation (conv_direct.wgsl)
+    ((2, 5, 9, 11), (5, 1, 5, 5), {"group": 5, "pads": [2, 1, 2, 3]}),
+    ((1, 3, 13, 6), (6, 1, 7, 3), {"group": 3, "pads": [3, 1, 3, 1], "strides": [1, 2]}),
+    ((1, 4, 12, 14), (4, 1, 3, 5), {"group": 4, "pads": [0, 2, 1, 2], "strides": [2, 3]}),
+    ((1, 6, 17), (6, 1, 3), {"group": 6, "pads": [1, 1]}),
+    ((1, 4, 9, 10), (4, 1, 3, 3), {"group": 4, "pads": [2, 2, 2, 2], "dilations": [2, 2]}),
 ]
 
 
-@pytest.mark.parametrize("strategy", ["implicit", "im2col"])
+@pytest.mark.parametrize("strategy", ["implicit", "im2col", "rows"])
 @pytest.mark.parametrize("xs,ws,attrs", CONV)
 def test_conv(xs, ws, attrs, strategy, rng, monkeypatch):
     monkeypatch.setenv("ENGINE_GPU_CONV", strategy)
@@ -221,6 +254,9 @@ def test_conv(xs, ws, attrs, strategy, rng, monkeypatch):
     ((2, 4, 5, 6), (4, 3, 3, 3), {"pads": [1, 0, 2, 1]}),  # stride 1, uneven pads
     ((1, 3, 4, 5), (3, 2, 1, 2), {"strides": [3, 2], "output_padding": [2, 1]}),  # k < s
     ((1, 4, 5, 5), (4, 2, 3, 3), {"dilations": [2, 1], "strides": [2, 2]}),  # the gather
+    # kernel == strides: a matmul, then the blocks interleaved (two images, 1-D)
+    ((2, 5, 4, 6), (5, 3, 3, 3), {"strides": [3, 3]}),
+    ((2, 4, 7), (4, 3, 2), {"strides": [2]}),
 ])
 def test_conv_transpose(xs, ws, attrs, rng):
     x = rng.standard_normal(xs).astype(np.float32)
@@ -229,6 +265,8 @@ def test_conv_transpose(xs, ws, attrs, rng):
     assert_close(*run_both(*one_node("ConvTranspose", [x, Const(w)], attrs)), 2e-4, 2e-5)
     assert_close(*run_both(*one_node("ConvTranspose", [x, Const(w), Const(b)], attrs)),
                  2e-4, 2e-5)
+    # weights computed at run time: the phase shader
+    assert_close(*run_both(*one_node("ConvTranspose", [x, w], attrs)), 2e-4, 2e-5)
 
 
 POOL = [
@@ -239,6 +277,13 @@ POOL = [
     ("AveragePool", {"kernel_shape": [3, 2], "auto_pad": "SAME_UPPER"}),
     ("LpPool", {"kernel_shape": [2, 2], "p": 3}),
     ("GlobalAveragePool", {}), ("GlobalMaxPool", {}),
+    # pool_rows.wgsl: ceil mode with the padded count, a stride longer than the window, a
+    # window sliding over many taps; a dilation (pool2d.wgsl)
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 0, 1, 1],
+                     "ceil_mode": 1, "count_include_pad": 1}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [3, 3], "ceil_mode": 1}),
+    ("MaxPool", {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2]}),
 ]
 
 
@@ -246,6 +291,13 @@ POOL = [
 def test_pool(op, attrs, rng):
     x = rng.standard_normal((2, 3, int(rng.integers(7, 12)), int(rng.integers(7, 12))))
     assert_close(*run_both(*one_node(op, [x.astype(np.float32)], attrs, opset=18)))
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+def test_pool_1d(op, rng):
+    x = rng.standard_normal((2, 3, 19)).astype(np.float32)
+    attrs = {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}
+    assert_close(*run_both(*one_node(op, [x], attrs, opset=18)))
 
 
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
@@ -330,10 +382,25 @@ def test_movement_of_int64_and_split(rng):
                                      n_out=3)))
 
 
+def test_copies_of_aligned_runs(rng):
+    """Copies whose runs, strides and offsets are multiples of 4 words move vec4s: a channel
+    shuffle, a Concat of such blocks, int64 (word pairs) and an unaligned Slice beside them."""
+    x = rng.standard_normal((2, 4, 3, 6, 8)).astype(np.float32)
+    assert_close(*run_both(*one_node("Transpose", [x], {"perm": [0, 2, 1, 3, 4]})))
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 2, 4, 4), (2, 3, 4, 4)))
+    assert_close(*run_both(*one_node("Concat", [a, b], {"axis": 1})))
+    i = rng.integers(-9, 9, (3, 4, 8)).astype(np.int64)
+    assert_close(*run_both(*one_node("Transpose", [i], {"perm": [1, 0, 2]})))
+    starts, ends = Const(np.array([1, 2], np.int64)), Const(np.array([4, 7], np.int64))
+    assert_close(*run_both(*one_node("Slice", [x[0, 0], starts, ends], opset=13)))
+
+
 @pytest.mark.parametrize("mode,coord,scales", [
     ("linear", "half_pixel", [1, 1, 2.0, 1.5]), ("linear", "align_corners", [1, 1, 0.6, 1.7]),
     ("nearest", "asymmetric", [1, 1, 2.0, 3.0]), ("nearest", "half_pixel", [1, 1, 0.6, 1.7]),
     ("linear", "pytorch_half_pixel", [1, 1, 1.3, 0.5]),
+    # integer nearest upsampling that repeats pixels (a strided copy), and one that does not
+    ("nearest", "half_pixel", [1, 1, 2.0, 4.0]), ("nearest", "align_corners", [1, 1, 2.0, 2.0]),
 ])
 def test_resize(mode, coord, scales, rng):
     x = rng.standard_normal((1, 3, 7, 9)).astype(np.float32)

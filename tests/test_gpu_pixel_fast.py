@@ -52,12 +52,15 @@ def close(got, want, tol=2e-5):
 MATMUL = [((1, 3, 37, 21), (1, 3, 21, 19), 0), ((2, 5, 9, 13), (1, 5, 13, 7), 0),
           ((2, 1, 9, 13), (2, 5, 13, 7), 0), ((2, 6, 9, 13), (2, 1, 13, 7), 1),
           ((3, 17, 11), (3, 11, 9), 2), ((1, 17, 11), (3, 11, 9), 2),
-          ((3, 17, 11), (11, 10), 3), ((2, 5, 9, 13), (13, 6), 3)]
+          ((3, 17, 11), (11, 10), 3), ((2, 5, 9, 13), (13, 6), 3),
+          ((2, 9, 6), (6, 3), 3), ((1, 6, 43), (1, 43, 70), 2)]
 
 
 @pytest.mark.parametrize("a_shape,b_shape,mode", MATMUL)
 @pytest.mark.parametrize("b_const", [True, False])
 def test_matmul_packed(rng, a_shape, b_shape, mode, b_const):
+    """Every B mode; output widths from 3 (one column a fragment) to 70 (8 columns a
+    fragment, colour targets copied into place, the last one partly past the end)."""
     a = rng.standard_normal(a_shape).astype(np.float32)
     b = rng.standard_normal(b_shape).astype(np.float32)
     want = np.matmul(a.astype(np.float64), b.astype(np.float64))
@@ -151,3 +154,14 @@ def test_last_axis_vector_broadcast(rng, x_shape, v_shape):
     v = rng.standard_normal(v_shape).astype(np.float32)
     close(one("Add", x, inits=[("v", v)])[0], x.astype(np.float64) + v)
     close(one("Mul", x, extra_inputs=[("v", v)])[0], x.astype(np.float64) * v)
+
+
+@pytest.mark.parametrize("x_shape,s_shape", [((2, 3, 37, 21), ()), ((2, 3, 37, 21), (1,)),
+                                             ((5, 13), (1, 1)), ((3, 9, 6), (1, 1, 1)),
+                                             ((1, 2, 3, 4, 5), (1, 1, 1, 1))])
+def test_one_element_broadcast(rng, x_shape, s_shape):
+    """A one-element operand (attention's scale) is read from its single texel."""
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    s = (rng.standard_normal(s_shape) + 3).astype(np.float32)
+    close(one("Div", x, inits=[("s", s)])[0], x.astype(np.float64) / s)
+    close(one("Sub", x, extra_inputs=[("s", s)])[0], x.astype(np.float64) - s)

@@ -63,10 +63,13 @@ def scatter_programs() -> list[Program]:
 def matmul_programs() -> list[Program]:
     """Every pairing of A and B load forms (without an activation), every fused activation
     on one of them, and the workgroup-tiled variant."""
-    programs = [Program.of("matmul.wgsl", act="Identity", A_LOAD=a, B_LOAD=b)
-                for a in km.A_LOADS for b in km.B_LOADS]
-    programs += [Program.of("matmul.wgsl", act=act, A_LOAD="vec4", B_LOAD="outer_vec4")
-                 for act in sorted(ACTIVATIONS)]
+    programs = [Program.of("matmul.wgsl", act="Identity", A_LOAD=a, B_LOAD=b, C_STORE=c,
+                           WGX=8, WGY=8)
+                for a in km.A_LOADS for b in km.B_LOADS for c in km.C_STORES]
+    programs += [Program.of("matmul.wgsl", act=act, A_LOAD="vec4", B_LOAD="outer_vec4",
+                            C_STORE="vec4", WGX=wgx, WGY=wgy)
+                 for act in sorted(ACTIVATIONS) for wgx, wgy in {km.workgroup_for(m)
+                                                                 for m in (1, 8, 16, 64)}]
     return programs + [Program.of("matmul_tiled.wgsl", act="Identity")]
 
 
@@ -134,11 +137,14 @@ def test_every_pixel_variant_compiles(require_gpu):
 
 def test_program_for_picks_every_load_form():
     """The forms the kernel picks from strides are exactly those the test compiles."""
-    T = object()
+    from types import SimpleNamespace
+
+    # a view (no allocation of its own) and a whole tensor of 256 bytes (outer_shift)
+    tensors = (object(), SimpleNamespace(alloc=SimpleNamespace(size=256)))
     picked = {dict(km.program_for(km.Operand(T, *a), km.Operand(T, *b), 8, n, k,
                                   "Identity").params)["B_LOAD"]
               for a in ((8, 1), (1, 8)) for b in ((1, 8), (8, 1), (3, 1), (1, 3))
-              for n, k in ((8, 8), (6, 6))}
+              for n, k in ((8, 8), (6, 6)) for T in tensors}
     assert picked == set(km.B_LOADS)
 
 
@@ -164,9 +170,27 @@ def conv2d_programs() -> list[Program]:
                        for act in sorted(ACTIVATIONS)]
 
 
+def rows_programs() -> list[Program]:
+    """The row-run kernels (depthwise and direct convolution, pooling) for kernels wider and
+    narrower than their strides, with every fused activation on one convolution, and the
+    strided copy on words, word pairs and vec4s."""
+    shapes = ((3, 3, 1, 1), (3, 3, 2, 2), (5, 5, 2, 2), (7, 7, 1, 1), (1, 2, 1, 3), (2, 2, 2, 2))
+    programs = [Program.of("conv_depthwise.wgsl", act="Identity", KH=kh, KW=kw, SH=sh, SW=sw)
+                for kh, kw, sh, sw in shapes]
+    programs += [Program.of("conv_rows.wgsl", act="Identity", KH=kh, KW=kw, SH=sh, SW=sw, DH=1)
+                 for kh, kw, sh, sw in shapes]
+    programs += [Program.of(f, act=act, KH=3, KW=3, SH=1, SW=1, **({"DH": 2} if r else {}))
+                 for act in sorted(ACTIVATIONS)
+                 for f, r in (("conv_depthwise.wgsl", 0), ("conv_rows.wgsl", 1))]
+    programs += [Program.of("pool_rows.wgsl", KH=kh, KW=kw, SH=sh, SW=sw, MODE=mode)
+                 for kh, kw, sh, sw in shapes for mode in (0, 1)]
+    return programs + [Program.of("copy.wgsl", W=w, T=t)
+                       for w, t in ((1, "word"), (2, "word"), (1, "quad"))]
+
+
 COMPUTE = {"conv": conv2d_programs, "binary": binary_programs, "reduce": reduce_programs,
            "scatter": scatter_programs, "matmul": matmul_programs,
-           "conv_transpose": conv_transpose_programs}
+           "conv_transpose": conv_transpose_programs, "rows": rows_programs}
 
 
 def _all_compute() -> list[Program]:

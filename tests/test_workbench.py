@@ -282,3 +282,26 @@ def test_demo_model_classifies_its_sample(qtbot, window):
     assert int(got.argmax()) == 3
     top = window.outputs.cards["probabilities"].topk.text()
     assert "top-5" in top and top.index(">3<") < top.index("%")
+
+
+def test_run_started_while_a_model_is_shown_runs_once_it_is(qtbot, window, blocks):
+    """The input cards and the backend follow a few stages after the model is set as loaded:
+    a run started in between starts once they are there, on the new model's inputs (it was
+    an error about the new model's input missing from the previous model's cards)."""
+    path, consts = blocks
+    open_and_wait(qtbot, window, path)
+    seen: list = []
+    show_model = window._show_model
+
+    def show_then_start(lm):
+        show_model(lm)  # the model is loaded, its input cards not built yet
+        seen.append(sorted(window.current_feeds()))
+        seen.append(window.start_run(False))
+
+    window._show_model = show_then_start
+    with qtbot.waitSignal(window.run_completed, timeout=120_000):
+        window.open_model(DEMO_MODEL)
+    assert seen == [["digit"], True]
+    assert window.last_outputs and not last_error(window)
+    qtbot.waitUntil(lambda: not window.running, timeout=10_000)
+    assert [c.spec.name for c in window.inputs.cards] == ["digit"]

@@ -261,6 +261,27 @@ def test_kernel_failure_names_the_layer_and_the_worker_goes_on(rng):
         np.testing.assert_array_equal(w.peek_output().download_to_array(), x.reshape(2, 3))
 
 
+def test_inputs_accepted_before_are_still_copied_and_new_ones_checked(chain, rng):
+    """A run on arrays of the dtypes and shapes the last run accepted skips the checks, not
+    the copy; other arrays are checked in full again."""
+    m, n = chain
+    x = rng.standard_normal((3, 1024)).astype(np.float32)
+    with Worker(m) as w:
+        w.schedule({"x": x}).peek_output("y").download_to_array()
+        with engine_gate():
+            w.schedule({"x": x})  # accepted before: the fast path
+            want = chain_ref(x.copy(), n)
+            x[:] = 7.0  # after schedule: the queued run must not see it
+        np.testing.assert_allclose(w.peek_output("y").download_to_array(), want, rtol=1e-5,
+                                   atol=1e-6)
+        with pytest.raises(InputError, match="'x' expects dtype float32, got float64"):
+            w.schedule({"x": x.astype(np.float64)})
+        with pytest.raises(InputError, match="unknown input 'z'"):
+            w.schedule({"z": x})
+        with pytest.raises(InputError, match="expects a NumPy array"):
+            w.schedule({"x": x.tolist()})
+
+
 def test_input_errors_name_input_expected_and_given(chain):
     m, _ = chain
     with Worker(m) as w:

@@ -82,6 +82,9 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
         self.controller = EngineController(self)
         self.session = Session()
         self._t_open = 0.0
+        self._inputs_generation = -1  # the opened model whose input cards are shown
+        self._shown_generation = -1  # the opened model whose load stages have all run
+        self._pending_run: bool | None = None  # a run asked for before that (continuous?)
         self._init_run_display()
 
         # compute threads (engine, Numba, a software GPU) yield the CPU to this UI thread;
@@ -134,7 +137,12 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
         """Run once or until ``stop_run``; results arrive through ``run_completed``."""
         if self.running:
             self.stop_run()
-        self.session.set_feeds(self.inputs.feeds())
+        if self.loaded is not None and self._shown_generation != self.loaded.generation:
+            # the model is still being shown (input cards, backend): run once that is done
+            self._pending_run = continuous
+            self.status_run.setText("starting once the model is shown…")
+            return True
+        self.session.set_feeds(self.current_feeds())
         problem = self.session.run_blocker()
         if problem is not None:
             self.show_message("warning" if self.loaded is None else "error", problem)
@@ -146,6 +154,7 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
 
     def stop_run(self) -> None:
         """Stop at once: the run in flight finishes in the background and is not shown."""
+        self._pending_run = None
         self.controller.stop()
         self._stop_display()
         if self.session.end_run():
@@ -195,9 +204,24 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
     def _show_inputs(self, lm: LoadedModel) -> None:
         if lm.generation != self.controller.generation:
             return
+        self._build_inputs(lm)
+        QTimer.singleShot(STAGE_DELAY_MS, lambda: self._show_results_side(lm))
+
+    def _build_inputs(self, lm: LoadedModel) -> None:
+        """The input cards of ``lm`` (once per opened model)."""
+        if self._inputs_generation == lm.generation:
+            return
+        self._inputs_generation = lm.generation
         self.inputs.set_model(lm.model, lm.preprocess)
         self._feed_sample(lm)
-        QTimer.singleShot(STAGE_DELAY_MS, lambda: self._show_results_side(lm))
+
+    def current_feeds(self) -> dict:
+        """The inputs' values for the loaded model. A run or compare started in the few
+        milliseconds between a model being loaded and its input cards being shown builds the
+        cards now, instead of running on the previous model's inputs."""
+        if self.loaded is not None:
+            self._build_inputs(self.loaded)
+        return self.inputs.feeds()
 
     def _show_results_side(self, lm: LoadedModel) -> None:
         if lm.generation != self.controller.generation:
@@ -221,9 +245,13 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
         if self.message_bar.isVisible() and self.message_bar.property("level") != "error":
             self.message_bar.dismiss()
         self._add_recent(lm.path)
+        pending, self._pending_run = self._pending_run, None
         self.set_backend(self.session.backend)
+        self._shown_generation = lm.generation
         self._update_actions()
         self.model_loaded.emit(model)
+        if pending is not None:
+            self.start_run(pending)
 
     def _feed_sample(self, lm: LoadedModel) -> None:
         """Models that name a sample input in their metadata start with it (the demo does)."""

@@ -56,7 +56,7 @@ class WindowCompare:
                 self.show_message("warning", f"Cannot compare on {side_label(kind)}: "
                                   f"{self.backend_status.get(backend_kind)}")
                 return False
-        self.session.set_feeds(self.inputs.feeds())
+        self.session.set_feeds(self.current_feeds())
         feeds = self.session.feeds
         if self.session.missing_inputs():
             self.show_message("error", "Every input needs a value before comparing")

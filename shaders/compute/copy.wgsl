@@ -14,8 +14,9 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<u32>;
-@group(0) @binding(2) var<storage, read_write> y: array<u32>;
+// x and y of single words (T=word) or of groups of 4 words where runs, strides and bases
+// are multiples of 4 (T=quad: a quarter of the loads and stores; strided_copy picks it)
+//!include compute/copy_${T}.wgsl
 
 const RUN: i32 = 64;
 

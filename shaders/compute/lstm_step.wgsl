@@ -1,5 +1,7 @@
 // One time step of an LSTM (ONNX default activations: f = Sigmoid, g = h = Tanh), for every
-// direction, batch row and hidden unit at once (one invocation each). A forward direction
+// direction, batch row and hidden unit at once (one invocation each). The input projection
+// X W^T of every step was computed before the steps as one matmul per direction (`gates`,
+// [dirs][rows of X][4H]); a step adds the recurrent part. A forward direction
 // runs t = s, a reverse one t = seq - 1 - s. The previous hidden state is read from Y (or
 // the initial state at the first step); the cell state ping-pongs between two halves of
 // `state`. At the last step the final hidden and cell states are written in Y_h/Y_c layout.
@@ -10,14 +12,13 @@ struct Params {
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> r: array<f32>;
+@group(0) @binding(1) var<storage, read> gates: array<f32>;
+@group(0) @binding(2) var<storage, read> r: array<f32>;
 // aux: bias [dirs, 8H] | initial h | initial c (both in Y_h layout)
-@group(0) @binding(4) var<storage, read> aux: array<f32>;
-@group(0) @binding(5) var<storage, read_write> y: array<f32>;
+@group(0) @binding(3) var<storage, read> aux: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 // state: c ping [dirs*batch*H] | c pong | final h (Y_h layout) | final c (Y_c layout)
-@group(0) @binding(6) var<storage, read_write> state: array<f32>;
+@group(0) @binding(5) var<storage, read_write> state: array<f32>;
 
 fn sigmoid(v: f32) -> f32 { return 1.0 / (1.0 + exp(-v)); }
 
@@ -31,9 +32,10 @@ fn y_index(t: i32, d: i32, b: i32, j: i32) -> i32 {
     return ((b * p.seq + t) * p.dirs + d) * p.hid + j;
 }
 
-fn x_index(t: i32, b: i32) -> i32 {
-    if (p.batch_first == 0) { return (t * p.batch + b) * p.inp; }
-    return (b * p.seq + t) * p.inp;
+// the row of X (and of each direction's gates) holding step t of batch row b
+fn x_row(t: i32, b: i32) -> i32 {
+    if (p.batch_first == 0) { return t * p.batch + b; }
+    return b * p.seq + t;
 }
 
 fn final_index(d: i32, b: i32, j: i32) -> i32 {
@@ -54,25 +56,18 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     var t = s;
     var t_prev = s - 1;
     if (d >= p.rev_from) { t = p.seq - 1 - s; t_prev = t + 1; }
-    let I = p.inp;
     let DBH = n;
     let h0 = p.dirs * 8 * H;            // offset of the initial hidden state in aux
     let c0 = h0 + DBH;                   // offset of the initial cell state in aux
     // gate rows of W/R for direction d: i, o, f, c (ONNX order), each H rows
-    let wbase = d * 4 * H * I;
     let rbase = d * 4 * H * H;
-    var acc = vec4<f32>(0.0);
+    let gb = ((d * p.seq * p.batch) + x_row(t, b)) * 4 * H + j;
+    var acc = vec4<f32>(gates[gb], gates[gb + H], gates[gb + 2 * H], gates[gb + 3 * H]);
     if (p.has_bias != 0) {
         let bb = d * 8 * H;
-        acc = vec4<f32>(aux[bb + j] + aux[bb + 4 * H + j], aux[bb + H + j] + aux[bb + 5 * H + j],
+        acc += vec4<f32>(aux[bb + j] + aux[bb + 4 * H + j], aux[bb + H + j] + aux[bb + 5 * H + j],
                         aux[bb + 2 * H + j] + aux[bb + 6 * H + j],
                         aux[bb + 3 * H + j] + aux[bb + 7 * H + j]);
-    }
-    let xb = x_index(t, b);
-    for (var k = 0; k < I; k++) {
-        let xv = x[xb + k];
-        acc += xv * vec4<f32>(w[wbase + j * I + k], w[wbase + (H + j) * I + k],
-                              w[wbase + (2 * H + j) * I + k], w[wbase + (3 * H + j) * I + k]);
     }
     for (var k = 0; k < H; k++) {
         var hv: f32;

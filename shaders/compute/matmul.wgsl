@@ -14,15 +14,16 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
 // The operands' load forms, chosen from their strides: each file declares its binding, a_at
 // or b_at (one element), load_a4 (A(m, k..k+3)) or load_b4, and the B file brings the inner
-// step's form (b_tile, mac: matmul_form_dot.wgsl or matmul_form_outer.wgsl). s = (sam, sak,
+// step's form (b_tile, mac: matmul_form_dot.wgsl or matmul_form_outer.wgsl); the C file
+// declares the output and store4 (matmul_c_vec4.wgsl or matmul_c_scalar.wgsl). s = (sam, sak,
 // sbk, sbn) and nmax = N - 1 are passed in so that they live in registers inside the K loop
 // (a uniform re-read per iteration was not hoisted on lavapipe).
 //!include compute/matmul_a_${A_LOAD}.wgsl
 //!include compute/matmul_b_${B_LOAD}.wgsl
+//!include compute/matmul_c_${C_STORE}.wgsl
 //!include common/activations.wgsl
 
 // the fused activation (shaders/common/activations.wgsl; op_Identity when there is none)
@@ -30,7 +31,26 @@ fn act(x: f32, A: f32, B: f32) -> f32 {
     return op_${act}(x, A, B, 0.0);
 }
 
-@compute @workgroup_size(8, 8, 1)
+// the epilogue of row m: scale, bias (one load when it is constant along the row), activation
+fn emit(batch: i32, m: i32, n: vec4<i32>, acc: vec4<f32>) {
+    var v = p.alpha * acc;
+    if (p.has_bias != 0) {
+        let b0 = p.bias_off + batch * p.bias_batch + m * p.bias_sm;
+        let sn = p.bias_sn;
+        if (sn == 0) {
+            v += p.beta * bias[b0];
+        } else {
+            v += p.beta * vec4<f32>(bias[b0 + n.x * sn], bias[b0 + n.y * sn],
+                                    bias[b0 + n.z * sn], bias[b0 + n.w * sn]);
+        }
+    }
+    let A = p.act_a;
+    let B = p.act_b;
+    store4(p.c_off + batch * p.c_batch + m * p.ldc, n.x,
+           vec4<f32>(act(v.x, A, B), act(v.y, A, B), act(v.z, A, B), act(v.w, A, B)));
+}
+
+@compute @workgroup_size(${WGX}, ${WGY}, 1)
 fn main(@builtin(global_invocation_id) g: vec3<u32>) {
     let n0 = i32(g.x) * 4;
     let m0 = i32(g.y) * 4;
@@ -71,20 +91,10 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>) {
         acc2 += a_at(abase + m2 * p.sam + k * p.sak) * bk;
         acc3 += a_at(abase + m3 * p.sam + k * p.sak) * bk;
     }
-    var rows = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
-    let cbase = p.c_off + batch * p.c_batch;
-    for (var i = 0; i < 4; i++) {
-        let m = m0 + i;
-        if (m >= p.M) { break; }
-        for (var j = 0; j < 4; j++) {
-            let n = n0 + j;
-            if (n >= p.N) { break; }
-            var v = p.alpha * rows[i][j];
-            if (p.has_bias != 0) {
-                v += p.beta * bias[p.bias_off + batch * p.bias_batch + m * p.bias_sm
-                                   + n * p.bias_sn];
-            }
-            y[cbase + m * p.ldc + n] = act(v, p.act_a, p.act_b);
-        }
-    }
+    // no array of rows: a private array indexed in a loop may live in memory on CPU adapters
+    let n = vec4<i32>(n0, n1, n2, n3);
+    emit(batch, m0, n, acc0);
+    if (m0 + 1 < p.M) { emit(batch, m0 + 1, n, acc1); }
+    if (m0 + 2 < p.M) { emit(batch, m0 + 2, n, acc2); }
+    if (m0 + 3 < p.M) { emit(batch, m0 + 3, n, acc3); }
 }

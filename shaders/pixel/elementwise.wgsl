@@ -10,6 +10,7 @@
 //   4 vector over the last axis (x) while the output blocks another axis, rank <= 2 input
 //     (4 elements per texel): element x of texel (x / 4, 0), repeated in all components
 //   5 the same for a rank >= 3 input [1, .., 1, D] (1 element per texel): texel (x, 0)
+//   6 one element (a scalar, or all dims 1): component x of texel (0, 0), in all four
 
 //!include pixel/act4.wgsl
 
@@ -48,6 +49,9 @@ fn fetch(tex: texture_2d<f32>, mode: i32, k: u32, p: vec2<u32>) -> vec4<f32> {
         }
         case 5: {
             return ld(tex, p.x, 0u).xxxx;
+        }
+        case 6: {
+            return ld(tex, 0u, 0u).xxxx;
         }
         default: {
             return load_bcast4(tex, U.t[k], texel_index(U.o, p));

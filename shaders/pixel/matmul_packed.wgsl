@@ -9,9 +9,16 @@
 // B mode ${B_MODE}: 0 B's texel holds the same 4 batch entries as the output (vec4),
 //   1 the same batch entry for all 4 (splat x), 2 B is blocked along K (texel = 4 k),
 //   3 B is [K, N] blocked along N (texel (n / 4, k), component n % 4).
+// A fragment at column x computes the output columns n = x + j * Q for j < P (1, 2, 4 or 8),
+// one colour target each (target 0 is the output; the others are copied into its columns
+// j * Q.. after the pass), so every texel of A it loads serves P columns.
+// i[5].x = Q
+
+//!include pixel/conv_out${P}.wgsl
 
 const A_SPLAT: bool = ${A_SPLAT};
 const B_MODE: i32 = ${B_MODE};
+const P: i32 = ${P};
 
 @group(0) @binding(1) var A: texture_2d<f32>;
 @group(0) @binding(2) var B: texture_2d<f32>;
@@ -33,12 +40,38 @@ fn b_one(k: u32, n: u32, base: u32) -> f32 {
     return ld(B, n, base + k * s).x;
 }
 
+// the contribution of k0..k0+3 to output column n, A's 4 texels given
+fn step4(a0: vec4<f32>, a1: vec4<f32>, a2: vec4<f32>, a3: vec4<f32>, k0: u32, n: u32,
+         row_b: u32, sk: u32) -> vec4<f32> {
+    if (B_MODE == 0) {
+        let r = row_b + k0 * sk;
+        return a0 * ld(B, n, r) + a1 * ld(B, n, r + sk) + a2 * ld(B, n, r + 2u * sk)
+             + a3 * ld(B, n, r + 3u * sk);
+    } else if (B_MODE == 2) {
+        let bv = ld(B, n, row_b + (k0 / 4u) * sk);
+        return a0 * bv.x + a1 * bv.y + a2 * bv.z + a3 * bv.w;
+    }
+    return a0 * b_one(k0, n, row_b) + a1 * b_one(k0 + 1u, n, row_b)
+         + a2 * b_one(k0 + 2u, n, row_b) + a3 * b_one(k0 + 3u, n, row_b);
+}
+
+// the contribution of one k (the K % 4 tail) to output column n
+fn step1(a: vec4<f32>, k0: u32, klast: u32, n: u32, row_b: u32, sk: u32) -> vec4<f32> {
+    if (B_MODE == 0) {
+        return a * ld(B, n, row_b + k0 * sk);
+    } else if (B_MODE == 2) {
+        return a * ld(B, n, row_b + (k0 / 4u) * sk)[k0 % 4u];
+    }
+    return a * b_one(min(k0, klast), n, row_b);
+}
+
 @fragment
-fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
+fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
     let p = vec2<u32>(pos.xy);
     let b = texel_index(U.o, p);
     let K = u32(U.i[0].z);
-    let n = p.x;
+    let q = u32(U.i[5].x);
+    let n0 = p.x;
     let sa = vec4<u32>(U.i[1]);
     let sb = vec4<u32>(U.i[3]);
     let bi = vec4<u32>(b[0], b[1], b[2], b[3]);
@@ -46,7 +79,14 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     let row_b = dot(bi, sb);
     let sk = u32(U.i[4].x);
     let klast = K - 1u;
-    var acc = vec4<f32>(0.0);
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
+    var c4 = vec4<f32>(0.0);
+    var c5 = vec4<f32>(0.0);
+    var c6 = vec4<f32>(0.0);
+    var c7 = vec4<f32>(0.0);
     var k0 = 0u;
     // whole groups of 4 k, then the rest with clamped reads and zero weights
     for (; k0 + 4u <= K; k0 += 4u) {
@@ -54,27 +94,42 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         let a1 = a_at(k0 + 1u, row_a);
         let a2 = a_at(k0 + 2u, row_a);
         let a3 = a_at(k0 + 3u, row_a);
-        if (B_MODE == 0) {
-            let r = row_b + k0 * sk;
-            acc += a0 * ld(B, n, r) + a1 * ld(B, n, r + sk) + a2 * ld(B, n, r + 2u * sk)
-                 + a3 * ld(B, n, r + 3u * sk);
-        } else if (B_MODE == 2) {
-            let bv = ld(B, n, row_b + (k0 / 4u) * sk);
-            acc += a0 * bv.x + a1 * bv.y + a2 * bv.z + a3 * bv.w;
-        } else {
-            acc += a0 * b_one(k0, n, row_b) + a1 * b_one(k0 + 1u, n, row_b)
-                 + a2 * b_one(k0 + 2u, n, row_b) + a3 * b_one(k0 + 3u, n, row_b);
+        c0 += step4(a0, a1, a2, a3, k0, n0, row_b, sk);
+        if (P > 1) {
+            c1 += step4(a0, a1, a2, a3, k0, n0 + q, row_b, sk);
+        }
+        if (P > 2) {
+            c2 += step4(a0, a1, a2, a3, k0, n0 + 2u * q, row_b, sk);
+            c3 += step4(a0, a1, a2, a3, k0, n0 + 3u * q, row_b, sk);
+        }
+        if (P > 4) {
+            c4 += step4(a0, a1, a2, a3, k0, n0 + 4u * q, row_b, sk);
+            c5 += step4(a0, a1, a2, a3, k0, n0 + 5u * q, row_b, sk);
+            c6 += step4(a0, a1, a2, a3, k0, n0 + 6u * q, row_b, sk);
+            c7 += step4(a0, a1, a2, a3, k0, n0 + 7u * q, row_b, sk);
         }
     }
     for (; k0 < K; k0++) {
         let a = a_at(k0, row_a);
-        if (B_MODE == 0) {
-            acc += a * ld(B, n, row_b + k0 * sk);
-        } else if (B_MODE == 2) {
-            acc += a * ld(B, n, row_b + (k0 / 4u) * sk)[k0 % 4u];
-        } else {
-            acc += a * b_one(min(k0, klast), n, row_b);
+        c0 += step1(a, k0, klast, n0, row_b, sk);
+        if (P > 1) {
+            c1 += step1(a, k0, klast, n0 + q, row_b, sk);
+        }
+        if (P > 2) {
+            c2 += step1(a, k0, klast, n0 + 2u * q, row_b, sk);
+            c3 += step1(a, k0, klast, n0 + 3u * q, row_b, sk);
+        }
+        if (P > 4) {
+            c4 += step1(a, k0, klast, n0 + 4u * q, row_b, sk);
+            c5 += step1(a, k0, klast, n0 + 5u * q, row_b, sk);
+            c6 += step1(a, k0, klast, n0 + 6u * q, row_b, sk);
+            c7 += step1(a, k0, klast, n0 + 7u * q, row_b, sk);
         }
     }
-    return select(vec4<f32>(0.0), acc, mask_at(U.o, p));
+    // the texel's lanes past the blocked axis's end are zero (the same for every column)
+    let keep = mask_at(U.o, p);
+    let z = vec4<f32>(0.0);
+    return outputs(array<vec4<f32>, 8>(select(z, c0, keep), select(z, c1, keep),
+                   select(z, c2, keep), select(z, c3, keep), select(z, c4, keep),
+                   select(z, c5, keep), select(z, c6, keep), select(z, c7, keep)));
 }

@@ -111,6 +111,15 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         plan.kind = "blocked"
         gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
         plan.blk = conv_blocked.BlockedPlan(gd, w, x.shape[2:], g.out_shape)
+    if (plan.kind == "im2col" and g.rank == 1 and group == 1 and x.dtype == np.float32
+            and winograd.FORCE is None and conv_blocked.ENABLED and g.kernel[0] > 1):
+        # a 1-D convolution is the 2-D one of a single row: 1.0-1.25x faster than im2col +
+        # sgemm, from a speech model's framing layer (1 -> 32 channels, 32 taps, stride 16:
+        # 12.3 -> 11.8 us, fixed costs either way) to 80 -> 128 channels over 3000 steps
+        plan.kind = "blocked"
+        gd = (1, *g.kernel, 1, *g.strides, 1, *g.dilations, 0, *g.pads_begin)
+        plan.blk = conv_blocked.BlockedPlan(gd, w.reshape(M, plan.Cg, 1, -1),
+                                            (1, *x.shape[2:]), (1, *g.out_shape))
     if plan.kind == "im2col" and m:
         wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
         if wp.finite():  # else NaN/Inf weights would spread over whole tiles

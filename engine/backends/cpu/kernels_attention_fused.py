@@ -25,6 +25,10 @@ MASK_NONE, MASK_ADD, MASK_KEEP = 0, 1, 2
 #: on: whisper's 4 x 1500 x 1500 (head 32), one thread, 21.6 ms at 256 KiB, 19.1 at 512,
 #: 17.8 at 1 MiB, 17.7 at 2 MiB; 4000 keys (head 64) 291 / 246 / 216 / 201 ms
 BLOCK_BYTES = 1 << 20
+#: fewest multiply-adds (both products) per parallel chunk: handing a chunk to the other
+#: thread and waiting for it costs 50-100 us here, so BERT's 4 heads x 128 tokens (2.1M a
+#: head) ran 0.38 ms split over two threads and 0.27 ms on one
+CHUNK_MACS = 1 << 24
 _F32 = np.dtype(np.float32)
 
 
@@ -157,7 +161,7 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
             scale_rows(o, inv)
 
     if L and M and n:
-        parallel_for(run, n * blocks, grain=max(1, (1 << 21) // max(1, rows * M * (d + dv))))
+        parallel_for(run, n * blocks, grain=max(1, CHUNK_MACS // max(1, rows * M * (d + dv))))
     elif L and n:
         return None  # softmax over no keys: leave the edge case to the plain layers
     else:

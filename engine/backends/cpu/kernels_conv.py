@@ -121,6 +121,10 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
         return conv_direct.run(plan.gd, plan.w3, plan.b, x, out, a0, params, res3, post)
     if plan.kind == "blocked":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        if x.ndim == 3:  # 1-D: run as one row of 2-D
+            conv_blocked.run(plan.blk, plan.b, x[:, :, None], out[:, :, None], a0, params,
+                             res3, post)
+            return out
         return conv_blocked.run(plan.blk, plan.b, x, out, a0, params, res3, post)
     if plan.kind == "shift":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)

@@ -10,7 +10,7 @@ from numba import njit
 
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for, stream_grain
 from engine.errors import KernelError
 
 _HALF = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
@@ -22,8 +22,8 @@ ROW_CHUNK_ELEMENTS = SPLIT_MIN_ELEMENTS // 4
 @njit(nogil=True, cache=True)
 def scale_shift(x, out, scale, shift, relu, r0, r1):
     """x, out: (N, C, S); out[n, c] = x[n, c] * scale[c] + shift[c] for rows n*C+c in r0:r1,
-    then max(., 0) when ``relu`` (a Relu the CPU plan fused in). Rows are indexed from 0 so
-    the loops vectorise."""
+    then Relu when ``relu`` (a Relu the CPU plan fused in; NaN stays NaN). Rows are indexed
+    from 0 so the loops vectorise."""
     N, C, S = x.shape
     for r in range(r0, r1):
         n = r // C
@@ -33,10 +33,10 @@ def scale_shift(x, out, scale, shift, relu, r0, r1):
         src = x[n, c]
         dst = out[n, c]
         if relu:
-            zero = a * 0
+            zero = a - a  # a * 0 is float64 in Numba for a float32 a
             for s in range(S):
                 v = src[s] * a + b
-                dst[s] = v if v > zero else zero
+                dst[s] = zero if v <= zero else v  # NaN fails the test and stays, as in Relu
         else:
             for s in range(S):
                 dst[s] = src[s] * a + b
@@ -89,7 +89,7 @@ def batch_norm(layer, inputs, relu: bool = False):
     out = np.empty_like(x, order="C")
     x3, o3 = carr(x).reshape(N, C, -1), out.reshape(N, C, -1)
     parallel_for(lambda lo, hi: scale_shift(x3, o3, sc, sh, relu, lo, hi), N * C,
-                 grain=max(1, 16384 // max(1, x3.shape[2])))
+                 grain=stream_grain(N * C, x3.shape[2]))
     if training:
         return out, run_mean, run_var
     if extra:  # the pre-9 training-form outputs in inference: pass the statistics through
@@ -98,10 +98,12 @@ def batch_norm(layer, inputs, relu: bool = False):
 
 
 @njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
+def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1, wide=False):
     """Rows r0:r1 of x (R, L) normalised; scale/bias (L,) (bias may be empty). Statistics in
     float64; ``reassoc`` lets the sums vectorise (no "nnan": a NaN still spreads to its row).
-    """
+    The normalisation runs in float32 (``wide``: float64, for float64 x), with the mean and
+    1/deviation rounded once per row: float64 per element made it a 4-wide loop with two
+    conversions per value (0.58 -> 0.32 ns a value on BERT's rows)."""
     L = x.shape[1]
     has_bias = bias.shape[0] > 0
     for r in range(r0, r1):
@@ -117,12 +119,21 @@ def layer_norm(x, scale, bias, out, mean_out, inv_out, eps, r0, r1):
         inv = 1.0 / np.sqrt(v / L + eps)
         mean_out[r] = m
         inv_out[r] = inv
+        if wide:
+            if has_bias:
+                for i in range(L):
+                    orow[i] = (xr[i] - m) * inv * scale[i] + bias[i]
+            else:
+                for i in range(L):
+                    orow[i] = (xr[i] - m) * inv * scale[i]
+            continue
+        mt, it = np.float32(m), np.float32(inv)
         if has_bias:
             for i in range(L):
-                orow[i] = (xr[i] - m) * inv * scale[i] + bias[i]
+                orow[i] = (xr[i] - mt) * it * scale[i] + bias[i]
         else:
             for i in range(L):
-                orow[i] = (xr[i] - m) * inv * scale[i]
+                orow[i] = (xr[i] - mt) * it * scale[i]
 
 
 def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: float):
@@ -132,9 +143,10 @@ def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: flo
     x2 = carr(x).reshape(rows, L)
     out = np.empty((rows, L), x.dtype)
     mean, inv = np.empty(rows, np.float64), np.empty(rows, np.float64)
+    wide = x.dtype == np.float64
     parallel_for(lambda lo, hi: layer_norm(x2, carr(scale), carr(bias), out, mean, inv, eps,
-                                           lo, hi), rows,
-                 grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+                                           lo, hi, wide), rows,
+                 grain=stream_grain(rows, L))
     return out.reshape(x.shape)
 
 
@@ -142,21 +154,30 @@ def layer_norm_rows(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, eps: flo
 def LayerNormalization(layer, inputs):
     x, scale = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-    _float(layer, x)
-    axis = int(layer.attr("axis", -1))
-    axis = axis + x.ndim if axis < 0 else axis
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-    L = x.size // max(rows, 1)
+    # what the call derives from its shapes and (constant) scale and bias, kept on the layer
+    # while they are the same objects: broadcasting and converting them cost ~10 us a call
+    known = layer.__dict__.get("_cpu_ln")
+    if known is None or known[0] != (x.shape, x.dtype) or known[1] is not scale \
+            or known[2] is not bias:
+        _float(layer, x)
+        axis = int(layer.attr("axis", -1))
+        axis = axis + x.ndim if axis < 0 else axis
+        rows = int(np.prod(x.shape[:axis], dtype=np.int64))
+        L = x.size // max(rows, 1)
+        sc = carr(np.broadcast_to(scale, x.shape[axis:]), x.dtype).reshape(L)
+        bi = (np.zeros(0, x.dtype) if bias is None else
+              carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
+        known = ((x.shape, x.dtype), scale, bias, axis, rows, L, sc, bi,
+                 float(layer.attr("epsilon", 1e-5)), x.dtype == np.float64,
+                 stream_grain(rows, L))
+        layer.__dict__["_cpu_ln"] = known
+    axis, rows, L, sc, bi, eps, wide, grain = known[3:]
     x2 = carr(x).reshape(rows, L)
-    sc = carr(np.broadcast_to(scale, x.shape[axis:]), x.dtype).reshape(L)
-    bi = (np.zeros(0, x.dtype) if bias is None else
-          carr(np.broadcast_to(bias, x.shape[axis:]), x.dtype).reshape(L))
     out = np.empty((rows, L), x.dtype)
     mean = np.empty(rows, np.float64)
     inv = np.empty(rows, np.float64)
-    eps = float(layer.attr("epsilon", 1e-5))
-    parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi), rows,
-                 grain=max(1, ROW_CHUNK_ELEMENTS // max(1, L)))
+    parallel_for(lambda lo, hi: layer_norm(x2, sc, bi, out, mean, inv, eps, lo, hi, wide), rows,
+                 grain=grain)
     if not any(layer.outputs[1:]):  # mean and inverse deviation not asked for (the usual)
         return out.reshape(x.shape)
     stat_shape = x.shape[:axis] + (1,) * (x.ndim - axis)

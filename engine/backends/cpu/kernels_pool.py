@@ -1,5 +1,7 @@
 """Pooling on the CPU: one parallel Numba kernel for windowed max/average/Lp pools over
-1-D, 2-D and 3-D inputs (run as 3-D), and one for the global pools."""
+1-D, 2-D and 3-D inputs (run as 3-D), one for the global pools, a separable row kernel for
+2-D max/average pools, and for the common 2-D shapes the kernels of ``pool_same`` (stride 1,
+output of the input's size), ``pool_halve`` (2x2/stride 2) and ``pool_max3s2``."""
 
 from __future__ import annotations
 
@@ -7,12 +9,18 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu.activation import carr
+from engine.backends.cpu.pool_halve import pool_halve
+from engine.backends.cpu.pool_max3s2 import max3s2
+from engine.backends.cpu.pool_same import pool_same
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for
+from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for, stream_grain
 from engine.errors import KernelError
 from engine.ops.conv_pool import conv_geometry
 
 MAX, AVG, LP = 0, 1, 2
+#: the row kernel does ~3x a scale/shift's work per input element: it pays for the pool
+#: thread's hand-off from about half as many elements
+ROWS_SPLIT_ELEMENTS = 500_000
 #: fast-math without "nnan"/"ninf", which would let LLVM drop the NaN tests of the max
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
@@ -213,8 +221,28 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         xs, os_ = carr(x).reshape(N * C, *x.shape[2:]), out.reshape(
             N * C, *g.out_shape)
         g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
+        kh, kw, sh, sw, dh, dw, ph, pw, eh, ew = g2
+        plane = xs[0].size
+        if sh == sw == dh == dw == 1 and kh == ph + eh + 1 and kw == pw + ew + 1 and \
+                x.dtype in (np.float32, np.float64):  # stride 1, output of the input's size
+            gs = (kh, kw, ph, pw, eh, ew)
+            parallel_for(lambda lo, hi: pool_same(xs, os_, gs, mode == MAX, cp, lo, hi),
+                         N * C, grain=stream_grain(N * C, plane))
+            return out
+        if (kh, kw, sh, sw, dh, dw, ph, pw, eh, ew) == (2, 2, 2, 2, 1, 1, 0, 0, 0, 0) and \
+                xs.shape[1] % 2 == 0 and xs.shape[2] % 2 == 0 and \
+                x.dtype in (np.float32, np.float64):
+            parallel_for(lambda lo, hi: pool_halve(xs, os_, mode == MAX, lo, hi),
+                         N * C, grain=stream_grain(N * C, plane))
+            return out
+        grain = stream_grain(N * C, plane, ROWS_SPLIT_ELEMENTS)
+        if mode == MAX and (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1) and \
+                x.dtype in (np.float32, np.float64):
+            g4 = (ph, pw, eh, ew)
+            parallel_for(lambda lo, hi: max3s2(xs, os_, g4, lo, hi), N * C, grain=grain)
+            return out
         parallel_for(lambda lo, hi: pool2d_planes(xs, os_, g2, mode == MAX, cp, lo, hi),
-                     N * C, grain=max(1, SPLIT_MIN_ELEMENTS // max(1, xs[0].size)))
+                     N * C, grain=grain)
         return out
     xs = carr(x).reshape(N * C, *_as3d(x.shape[2:], 1))
     idx = np.empty(out.shape if want_idx else (0,), np.int64)

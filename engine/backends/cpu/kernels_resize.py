@@ -8,6 +8,7 @@ widened by 1/scale when downsampling) and tf_crop_and_resize extrapolation.
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from engine.backends.cpu.kernel_util import metas
 from engine.backends.cpu.registry import cpu_kernel
@@ -43,9 +44,58 @@ def resize(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.n
     return y.astype(x.dtype)
 
 
+@njit(nogil=True, cache=True)
+def repeat2d(x, out, sh, sw):
+    """out (P, H*sh, W*sw) = x (P, H, W) with every value repeated sh x sw times."""
+    P, H, W = x.shape
+    for p in range(P):
+        for y in range(H):
+            src = x[p, y]
+            first = out[p, y * sh]
+            for t in range(sw):
+                dst = first[t:]
+                for i in range(W):
+                    dst[i * sw] = src[i]
+            for k in range(1, sh):
+                row = out[p, y * sh + k]
+                for i in range(W * sw):
+                    row[i] = first[i]
+
+
+def _repeats(idx: np.ndarray, n_in: int) -> int:
+    """s when the gather ``idx`` repeats every input index s times in order (0 if not)."""
+    s = idx.shape[0] // n_in if n_in else 0
+    if s < 1 or idx.shape[0] != s * n_in:
+        return 0
+    return s if np.array_equal(idx, np.repeat(np.arange(n_in), s)) else 0
+
+
 def _nearest(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.ndarray:
     """Nearest neighbour as a gather per axis, in the input's dtype: exact, and a copy
-    rather than a float64 matrix product (an Inf no longer leaks NaN into its neighbours)."""
+    rather than a float64 matrix product (an Inf no longer leaks NaN into its neighbours).
+    Upsampling the last two axes by whole factors (a detector's FPN) is one pass that
+    writes each value's block (``repeat2d``), found once per shape and kept on the layer."""
+    if x.ndim >= 3 and transform != "tf_crop_and_resize" and x.size \
+            and tuple(out_shape[:-2]) == x.shape[:-2]:
+        key = (x.shape, tuple(out_shape), transform)
+        known = layer.__dict__.get("_cpu_repeat2d") if hasattr(layer, "__dict__") else None
+        if known is None or known[0] != key:
+            reps = []
+            for axis in (x.ndim - 2, x.ndim - 1):
+                coords = source_coords(transform, out_shape[axis], x.shape[axis],
+                                       scales[axis], roi[axis])
+                idx = axis_weights(coords, x.shape[axis], scales[axis], layer).argmax(axis=1)
+                reps.append(_repeats(idx, x.shape[axis]))
+            known = (key, tuple(reps))
+            if hasattr(layer, "__dict__"):
+                layer.__dict__["_cpu_repeat2d"] = known
+        sh, sw = known[1]
+        if sh and sw:
+            out = np.empty(tuple(out_shape), x.dtype)
+            h, w = x.shape[-2:]
+            repeat2d(np.ascontiguousarray(x).reshape(-1, h, w), out.reshape(-1, h * sh, w * sw),
+                     sh, sw)
+            return out
     y = x
     extrapolation = layer.attr("extrapolation_value", 0.0)
     for axis, (n_out, n_in) in enumerate(zip(out_shape, x.shape)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.cpu.concat_grow import concat_grow
 from engine.backends.cpu.registry import cpu_kernel
 from engine.model import Layer
 from engine.ops import find_op
@@ -88,7 +89,13 @@ def Unsqueeze(layer, inputs):
 
 @cpu_kernel("Concat")
 def Concat(layer, inputs):
-    return np.concatenate([x for x in inputs if x is not None], axis=layer.attr("axis"))
+    parts = [x for x in inputs if x is not None]
+    axis = layer.attr("axis")
+    if parts and isinstance(parts[0], np.ndarray) and parts[0].ndim:
+        out = concat_grow(layer, parts, axis + parts[0].ndim if axis < 0 else axis)
+        if out is not None:
+            return out
+    return np.concatenate(parts, axis=axis)
 
 
 @cpu_kernel("Transpose")

@@ -30,6 +30,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
     from engine.backends.cpu import kernels_gemm as kg
     from engine.backends.cpu import kernels_norm as kn
     from engine.backends.cpu import kernels_pool as kp
+    from engine.backends.cpu import kernels_resize as kr
     from engine.backends.cpu import kernels_se as ks
     from engine.backends.cpu import kernels_softmax as ksm
     from engine.backends.cpu import kernels_winograd as kw
@@ -57,8 +58,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("ConvTranspose", strides=[2, 2]), [x, r(4, 2, 3, 3)])),
         ("Gemm", ("Gemm", "MatMul"), lambda: kg.Gemm(
             _layer("Gemm", transB=1, activation="Relu"), [r(2, 5), r(3, 5), r(3)])),
-        ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: kp.MaxPool(
-            _layer("MaxPool", kernel_shape=[3, 3], strides=[2, 2]), [x])),
+        ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: _pools(kp, x)),
         ("MaxPool (Indices), LpPool", ("MaxPool", "LpPool"), lambda: kp.MaxPool(
             _layer("MaxPool", 2, kernel_shape=[2, 2]), [x])),
         ("squeeze-and-excitation", ("GlobalAveragePool",), lambda: ks.squeeze_excite(
@@ -71,6 +71,8 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
         ("LayerNormalization", ("LayerNormalization",), lambda: kn.LayerNormalization(
             _layer("LayerNormalization", 3), [r(2, 6), r(6), r(6)])),
         ("LRN", ("LRN",), lambda: kn.LRN(_layer("LRN", size=3), [x])),
+        ("Resize (nearest, whole factors)", ("Resize", "Upsample"), lambda: kr.repeat2d(
+            x.reshape(4, 6, 6), np.empty((4, 12, 12), dtype), 2, 2)),
         ("Relu", ("Relu",), lambda: ke.Relu(_layer("Relu"), [x])),
         ("Softmax", ("Softmax", "LogSoftmax"), lambda: ksm.Softmax_13(
             _layer("Softmax", axis=-1), [r(2, 7)])),
@@ -85,6 +87,17 @@ def _blocked(kc, x, r) -> None:
     kc.Conv(_layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])
     kc.conv(_layer("Conv", pads=[1, 1, 1, 1]), [x, r(4, 4, 3, 3), r(4)], res=r(1, 4, 6, 6),
             post=(1, 0.0, 0.0))
+
+
+def _pools(kp, x) -> None:
+    """Every 2-D pool kernel: 3x3/stride-2 max, the same-size stride-1 one, 2x2/stride 2,
+    and the general row kernel."""
+    for run in (kp.MaxPool, kp.AveragePool):
+        op = run.__name__
+        run(_layer(op, kernel_shape=[3, 3], strides=[2, 2]), [x])
+        run(_layer(op, kernel_shape=[3, 3], pads=[1, 1, 1, 1]), [x])
+        run(_layer(op, kernel_shape=[2, 2], strides=[2, 2]), [x])
+        run(_layer(op, kernel_shape=[3, 3]), [x])
 
 
 def _transformer(r) -> None:

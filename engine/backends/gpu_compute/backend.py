@@ -76,8 +76,9 @@ class GpuComputeBackend(Backend):
         self.pipelines = pipeline_cache(self.device)
         self._timestamps = Timestamps(self.gpu) if timestamps and self.gpu.has_timestamps \
             else None
-        #: "im2col" then matmul is faster on CPU adapters (docs/PERFORMANCE.md); the
-        #: "implicit" GEMM needs no scratch memory and suits GPUs. ENGINE_GPU_CONV overrides.
+        #: "im2col" then matmul is faster on CPU adapters (docs/PERFORMANCE.md; with few
+        #: output channels there, the direct "rows" kernel); the "implicit" GEMM needs no
+        #: scratch memory and suits GPUs. ENGINE_GPU_CONV overrides (also with "rows").
         self.conv_strategy = os.environ.get("ENGINE_GPU_CONV") or (
             "im2col" if self.gpu.info.get("adapter_type") == "CPU" else "implicit")
         #: "blocked" (registers only) suits CPU adapters, where barriers are costly; "tiled"

@@ -1,5 +1,6 @@
-"""Conv (implicit GEMM, 1x1 as batched matmul, direct/depthwise) and ConvTranspose, 1-D and 2-D,
-with the fusion pass's bias and activation applied in the epilogue."""
+"""Conv (implicit GEMM, im2col + matmul, direct rows, 1x1 as batched matmul, depthwise) and
+ConvTranspose, 1-D and 2-D, with the fusion pass's bias and activation applied in the epilogue.
+"""
 
 from __future__ import annotations
 
@@ -62,6 +63,26 @@ def _pack_weights(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(packed.reshape(m4 // 4, 4, k).transpose(0, 2, 1))
 
 
+def _pad_rows(w: np.ndarray) -> np.ndarray:
+    """Weights [M][K] with each row zero-padded to a multiple of 4: the matmul's A operand
+    then loads 4 taps at once (vec4) instead of one."""
+    m, k = w.shape[0], size_of(w.shape[1:])
+    padded = np.zeros((m, -(-k // 4) * 4), np.float32)
+    padded[:, :k] = w.reshape(m, k)
+    return padded
+
+
+def _weights_operand(ctx, layer, ins, w, k: int, off_rows: int, batch_rows: int = 0) -> Operand:
+    """The weights as a matmul A operand [rows][k]: rows padded to a multiple of 4 when the
+    weights are a model constant and k is not (``_pad_rows``), as they are otherwise."""
+    if k % 4:
+        padded = ctx.constant(layer, 1, w, "conv-pad4", _pad_rows)
+        if padded is not None:
+            k4 = -(-k // 4) * 4
+            return Operand(padded, k4, 1, batch=batch_rows * k4, off=off_rows * k4)
+    return Operand(ins[1], k, 1, batch=batch_rows * k, off=off_rows * k)
+
+
 @gpu_kernel("Conv", dtypes=F32, inputs=(0, 1, 2), check=_conv_check)
 def Conv(ctx, layer, ins, metas, out_metas):
     x, w, out = metas[0], metas[1], out_metas[0]
@@ -78,27 +99,35 @@ def Conv(ctx, layer, ins, metas, out_metas):
                  and P == size_of(x.shape[2:]))
     mg, cg = M // groups, C // groups
     if pointwise and groups == 1:  # one batched matmul over the images
-        matmul(ctx, Operand(ins[1], C, 1), Operand(ins[0], P, 1, batch=C * P), y, M, P, C, N,
+        xp, p4 = _padded_rows(ctx, ins[0], N * C, P) if P % 4 and C >= PAD_MIN_K else \
+            (ins[0], P)
+        matmul(ctx, _weights_operand(ctx, layer, ins, w, C, 0),
+               Operand(xp, p4, 1, batch=C * p4), y, M, P, C, N,
                None if bias is None else Operand(bias, 1, 0), act=act)
+        if xp is not ins[0]:
+            ctx.free(xp)
         return [y]
     if pointwise and cg > 1:  # per image, one matmul batched over the groups
+        xp, p4 = _padded_rows(ctx, ins[0], N * C, P) if P % 4 and cg >= PAD_MIN_K else \
+            (ins[0], P)
         for n in range(N):
-            matmul(ctx, Operand(ins[1], cg, 1, batch=mg * cg),
-                   Operand(ins[0], P, 1, batch=cg * P, off=n * C * P), y, mg, P, cg, groups,
+            matmul(ctx, _weights_operand(ctx, layer, ins, w, cg, 0, mg),
+                   Operand(xp, p4, 1, batch=cg * p4, off=n * C * p4), y, mg, P, cg, groups,
                    None if bias is None else Operand(bias, 1, 0, batch=mg), act=act,
                    c_off=n * M * P, c_batch=mg * P)
+        if xp is not ins[0]:
+            ctx.free(xp)
         return [y]
-    if cg > 1 and (ctx.conv_strategy == "im2col" or mg % 4):
-        _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y)
+    if cg > 1 and geo.dilations[1] == 1 and (groups == 1 or mg % 4 == 0) and \
+            (ctx.conv_strategy == "rows" or ctx.conv_strategy == "im2col" and _rows_pay(geo, M)):
+        _conv_rows(ctx, layer, ins, metas, out, geo, groups, act, y)
+        return [y]
+    if cg > 1 and (ctx.conv_strategy != "implicit" or mg % 4):
+        _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y)
         return [y]
     if mg % 4 == 0:
-        k = size_of(w.shape[1:])
+        packed, temp = _quad_weights(ctx, layer, ins, w, M)
         m4 = -(-M // 4) * 4
-        packed = ctx.constant(layer, 1, w, "conv-pack", _pack_weights)
-        temp = None
-        if packed is None:  # weights computed at run time: re-lay them out on the GPU
-            temp = packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
-            strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
         (kh, kw), (sh, sw), (dh, dw) = geo.kernel, geo.strides, geo.dilations
         ctx.dispatch(Program.of("conv2d.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw, DH=dh,
                                 DW=dw),
@@ -108,6 +137,9 @@ def Conv(ctx, layer, ins, metas, out_metas):
         if temp is not None:
             ctx.free(temp)
         return [y]
+    if cg == 1 and geo.dilations == (1, 1):
+        _conv_depthwise(ctx, ins, x, out, geo, groups, act, y)
+        return [y]
     ctx.dispatch(Program.of("conv_direct.wgsl", act=act[0]),
                  [ins[0], ins[1], bias if bias is not None else ins[0], y],
                  _params(x, out, geo, groups, bias is not None, act),
@@ -115,8 +147,81 @@ def Conv(ctx, layer, ins, metas, out_metas):
     return [y]
 
 
-def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
+#: input channels from which a pointwise conv over a map whose size is not a multiple of 4
+#: copies the map into rows padded to 4 first: the matmul then loads B as aligned vec4s
+PAD_MIN_K = 16
+
+
+def _padded_rows(ctx, x, rows: int, n: int):
+    """(a copy of ``rows`` rows of ``n`` values with each row padded to a multiple of 4, its
+    row stride)."""
+    n4 = -(-n // 4) * 4
+    xp = ctx.tensor(Meta((rows, n4), np.dtype(np.float32)))
+    strided_copy(ctx, x, xp, [rows, n], [n, 1], [n4, 1])
+    return xp, n4
+
+
+def _rows_pay(geo: Geometry2D, M: int) -> bool:
+    """Where conv_rows.wgsl beats im2col + matmul on CPU adapters: im2col writes and reads
+    back K*P values for 2*M*K*P FLOPs, which weighs most with few output channels. Measured
+    on lavapipe (GPU ms, im2col -> rows, 8 outputs a row): 16->64 @55 k3 13.0 -> 11.6,
+    48->32 @40 8.7 -> 8.4, 24->6 @160 17.4 -> 17.2; slower from 128 channels (32->128 @27
+    11.6 -> 13.0) and at strides > 1 (16->32 @160 s2 15.6 -> 20.4)."""
+    return geo.strides[1] == 1 and M <= 64
+
+
+def _quad_weights(ctx, layer, ins, w, M: int):
+    """(weights packed as [M4/4][K][4] (``_pack_weights``), a scratch tensor to free after
+    the dispatch or None). Constant weights are packed once on the host."""
+    k = size_of(w.shape[1:])
+    packed = ctx.constant(layer, 1, w, "conv-pack", _pack_weights)
+    if packed is not None:
+        return packed, None
+    # weights computed at run time: re-lay them out on the GPU (M % 4 == 0 here)
+    m4 = -(-M // 4) * 4
+    packed = ctx.tensor(Meta((m4, k), np.dtype(np.float32)))
+    strided_copy(ctx, ins[1], packed, [M // 4, k, 4], [4 * k, 1, k], [4 * k, 4, 1])
+    return packed, packed
+
+
+def _conv_rows(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
+    """Runs of 8 outputs along rows x quads of output channels, without im2col
+    (conv_rows.wgsl)."""
+    x, w = metas[0], metas[1]
+    N, M = x.shape[0], out.shape[1]
+    OH, OW = _hw(out.shape)
+    runs = -(-OW // 8)
+    bias = ins[2] if len(ins) > 2 else None
+    if M % 4 and ctx.constant(layer, 1, w, "conv-pack", _pack_weights) is None:
+        _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y)  # no GPU re-layout
+        return
+    packed, temp = _quad_weights(ctx, layer, ins, w, M)
+    (kh, kw), (sh, sw), dh = geo.kernel, geo.strides, geo.dilations[0]
+    ctx.dispatch(Program.of("conv_rows.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw, DH=dh),
+                 [ins[0], packed, bias if bias is not None else ins[0], y],
+                 _params(x, out, geo, groups, bias is not None, act, runs),
+                 (-(-runs * OH // 64), -(-M // 4), N))
+    if temp is not None:
+        ctx.free(temp)
+
+
+def _conv_depthwise(ctx, ins, x, out, geo, groups, act, y) -> None:
+    """One input channel per group: runs of 8 outputs along rows with a sliding window of
+    inputs (conv_depthwise.wgsl)."""
+    N, M = x.shape[0], out.shape[1]
+    OH, OW = _hw(out.shape)
+    runs = -(-OW // 8)
+    bias = ins[2] if len(ins) > 2 else None
+    (kh, kw), (sh, sw) = geo.kernel, geo.strides
+    ctx.dispatch(Program.of("conv_depthwise.wgsl", act=act[0], KH=kh, KW=kw, SH=sh, SW=sw),
+                 [ins[0], ins[1], bias if bias is not None else ins[0], y],
+                 _params(x, out, geo, groups, bias is not None, act, runs),
+                 (-(-runs * OH // 64), M, N))
+
+
+def _conv_im2col(ctx, layer, ins, metas, out, geo, groups, act, y) -> None:
     """Per image, group and chunk of output pixels: im2col into a scratch buffer, then matmul."""
+    x = metas[0]
     N, C, M = x.shape[0], x.shape[1], out.shape[1]
     H, W = _hw(x.shape)
     OH, OW = _hw(out.shape)
@@ -128,13 +233,16 @@ def _conv_im2col(ctx, layer, ins, x, out, geo, groups, act, y) -> None:
         for g in range(groups):
             for p0 in range(0, P, chunk):
                 cols = min(chunk, P - p0)
-                col = ctx.tensor(Meta((K, cols), np.dtype(np.float32)))
+                ld = -(-cols // 4) * 4  # rows padded: the matmul loads them as vec4s
+                col = ctx.tensor(Meta((K, ld), np.dtype(np.float32)))
                 runs = -(-cols // 64)
                 params = pack(K * runs, cols, p0, (n * C + g * cg) * H * W, H, W, OW,
-                              *geo.kernel, *geo.strides, *geo.pads_begin, *geo.dilations, runs)
+                              *geo.kernel, *geo.strides, *geo.pads_begin, *geo.dilations, runs,
+                              ld, 0, 0, 0)
                 ctx.dispatch(Program.of("im2col.wgsl"), [ins[0], col], params,
                              -(-K * runs // 64))
-                matmul(ctx, Operand(ins[1], K, 1, off=g * mg * K), Operand(col, cols, 1), y,
+                matmul(ctx, _weights_operand(ctx, layer, ins, metas[1], K, g * mg),
+                       Operand(col, ld, 1), y,
                        mg, cols, K, 1, None if bias is None else Operand(bias, 1, 0, off=g * mg),
                        act=act, ldc=P, c_off=(n * M + g * mg) * P + p0)
                 ctx.free(col)
@@ -158,6 +266,8 @@ def ConvTranspose(ctx, layer, ins, metas, out_metas):
     bias = ins[2] if len(ins) > 2 else None
     y = ctx.tensor(out)
     n = size_of(out.shape)
+    if n and _convt_blocks(ctx, layer, ins, metas, out, geo, groups, act, y):
+        return [y]
     if n:
         params = _params(x, out, geo, groups, bias is not None, act, n)
         if geo.dilations == (1, 1):
@@ -170,6 +280,41 @@ def ConvTranspose(ctx, layer, ins, metas, out_metas):
                      [ins[0], ins[1], bias if bias is not None else ins[0], y], params,
                      -(-n // 256))
     return [y]
+
+
+def _convt_blocks(ctx, layer, ins, metas, out, geo, groups, act, y) -> bool:
+    """A transposed convolution whose kernel equals its strides (no pads) maps every input
+    pixel to its own block of outputs: one matmul [M*KH*KW, C] x [C, H*W] per image, then a
+    strided copy interleaves the blocks. Needs constant weights (and bias), packed once.
+    Returns False where this does not apply."""
+    x, w = metas[0], metas[1]
+    (H, W), (OH, OW) = _hw(x.shape), _hw(out.shape)
+    (kh, kw), (sh, sw) = geo.kernel, geo.strides
+    if groups != 1 or (kh, kw) != (sh, sw) or geo.pads_begin != (0, 0) or \
+            geo.dilations != (1, 1) or (OH, OW) != (H * sh, W * sw):
+        return False
+    N, C, M = x.shape[0], x.shape[1], out.shape[1]
+    rows, hw = M * kh * kw, H * W
+    a = ctx.constant(layer, 1, w, "convt-blocks", _blocks_weights)
+    has_bias = len(ins) > 2 and ins[2] is not None
+    bias = ctx.constant(layer, 2, metas[2], "convt-blocks-bias",
+                        lambda b: np.repeat(b, kh * kw)) if has_bias else None
+    if a is None or (has_bias and bias is None):
+        return False
+    c4 = -(-C // 4) * 4
+    temp = ctx.tensor(Meta((N, rows, hw), np.dtype(np.float32)))
+    matmul(ctx, Operand(a, c4, 1), Operand(ins[0], hw, 1, batch=C * hw), temp, rows, hw, C, N,
+           None if bias is None else Operand(bias, 1, 0), act=act)
+    strided_copy(ctx, temp, y, [N * M, kh, kw, H, W], [kh * kw * hw, kw * hw, hw, W, 1],
+                 [OH * OW, OW, 1, sh * OW, sw])
+    ctx.free(temp)
+    return True
+
+
+def _blocks_weights(w: np.ndarray) -> np.ndarray:
+    """ConvTranspose weights [C][M][KH][KW] as the matmul's A [M*KH*KW][C4] (rows padded to
+    a multiple of 4 for vec4 loads)."""
+    return _pad_rows(np.ascontiguousarray(w.reshape(w.shape[0], -1).T))
 
 
 def _causal_check(layer, metas):

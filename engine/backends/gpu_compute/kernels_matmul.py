@@ -15,7 +15,7 @@ import numpy as np
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, current_limits, gpu_kernel, out_size_reason
-from engine.backends.gpu_compute.util import broadcast_strides, size_of
+from engine.backends.gpu_compute.util import broadcast_strides, size_of, whole16
 from engine.ops.activations import UNARY_OPS, fused_params, shader_params
 
 
@@ -51,21 +51,49 @@ def activation_reason(layer) -> str | None:
     return None
 
 
-#: A_LOAD and B_LOAD values of matmul.wgsl (files compute/matmul_a_*.wgsl, matmul_b_*.wgsl)
+#: A_LOAD, B_LOAD and C_STORE values of matmul.wgsl (files compute/matmul_a_*.wgsl,
+#: matmul_b_*.wgsl, matmul_c_*.wgsl)
 A_LOADS = ("vec4", "scalar")
-B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_scalar")
+B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_shift", "outer_scalar")
+C_STORES = ("vec4", "scalar")
 
 
-def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str) -> Program:
+def workgroup_for(M: int) -> tuple[int, int]:
+    """matmul.wgsl's workgroup shape (invocations along N, along M; 4x4 outputs each), 64
+    invocations: the tallest of 8x8, 16x4, 32x2 and 64x1 whose rows past M waste at most an
+    eighth of the invocation rows (8x8 over M = 8 left three quarters idle)."""
+    rows = -(-M // 4)
+    for wgy in WG_ROWS:
+        if -(-rows // wgy) * wgy - rows <= rows // 8:
+            return 64 // wgy, wgy
+    return 64, 1
+
+
+#: invocation rows of matmul.wgsl's workgroup shapes, tallest first
+WG_ROWS = (8, 4, 2, 1)
+
+
+def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
+                c_vec: bool = False) -> Program:
     """matmul.wgsl with the operands' load forms: vec4 loads where a layout allows them; B in
-    the dot-product form when contiguous along K, else the outer-product form."""
-    a_vec = a.sc == 1 and K % 4 == 0 and _aligned(a.sr, a.batch, a.off)
+    the dot-product form when contiguous along K, else the outer-product form; vec4 stores of
+    C when ``c_vec`` (N, its row stride and offsets are multiples of 4)."""
+    # the K loop's vec4 steps stop at K - K % 4; the rest are scalar loads
+    a_vec = a.sc == 1 and _aligned(a.sr, a.batch, a.off)
     if b.sr == 1 and b.sc != 1:  # contiguous along K
         form, vec = "dot", K % 4 == 0 and _aligned(b.sc, b.batch, b.off)
-    else:  # contiguous along N (or neither)
-        form, vec = "outer", b.sc == 1 and N % 4 == 0 and _aligned(b.sr, b.batch, b.off)
-    return Program.of("matmul.wgsl", act=act, A_LOAD="vec4" if a_vec else "scalar",
-                      B_LOAD=f"{form}_{'vec4' if vec else 'scalar'}")
+    else:  # contiguous along N (or neither); rows padded to a multiple of 4 also take vec4
+        # loads (the columns past N they read are never stored)
+        form, vec = "outer", b.sc == 1 and (N % 4 == 0 or b.sr >= -(-N // 4) * 4) and \
+            _aligned(b.sr, b.batch, b.off)
+    load = "vec4" if vec else "scalar"
+    if form == "outer" and not vec and b.sc == 1 and whole16(b.tensor):
+        load = "shift"  # two aligned vec4 loads rather than four scalar ones
+    wgx, wgy = workgroup_for(M)
+    return Program.of("matmul.wgsl", act=act, WGX=wgx, WGY=wgy,
+                      A_LOAD="vec4" if a_vec else "scalar",
+                      B_LOAD=f"{form}_{load}",
+                      C_STORE="vec4" if c_vec else "scalar")
 
 
 def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 1,
@@ -82,7 +110,10 @@ def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 
         program, groups = Program.of("matmul_tiled.wgsl", act=op), (-(-N // 64), -(-M // 64),
                                                                       batch)
     else:
-        program, groups = program_for(a, b, M, N, K, op), (-(-N // 32), -(-M // 32), batch)
+        c_vec = _aligned(N, ldc, c_off, c_batch if batch > 1 else 0)
+        wgx, wgy = workgroup_for(M)
+        program = program_for(a, b, M, N, K, op, c_vec)
+        groups = (-(-N // (4 * wgx)), -(-M // (4 * wgy)), batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
     params = pack(M, N, K, int(bias.tensor is not None), a.sr, a.sc, b.sr, b.sc,
@@ -192,6 +223,10 @@ def MatMul(ctx, layer, ins, metas, out_metas):
 
         fill(ctx, y, out_metas[0], 0.0)
         return [y]
+    if b_batch == 0 and count > 1:
+        # a shared B (x @ W over [..., rows, K]): the batches of A and C are contiguous rows,
+        # so one matmul of count * M rows fills whole tiles instead of count thin ones
+        M, count = M * count, 1
     matmul(ctx, Operand(ins[0], K, 1, a_batch), Operand(ins[1], N, 1, b_batch), y, M, N, K,
            count)
     return [y]

@@ -16,6 +16,7 @@ from engine.backends.gpu_compute.util import (
     broadcast_strides,
     contiguous_strides,
     size_of,
+    whole16,
 )
 
 WG = 256
@@ -33,12 +34,29 @@ def strided_copy(ctx, src, dst, shape, in_strides, out_strides=None, in_base=0, 
     mods = shape if mods is None else list(mods)
     shape, in_strides, out_strides, mods = _collapse(shape, in_strides, out_strides, mods)
     words = words_per_element(dst.dtype) or 1
+    wide = words == 1 and _quads(shape, in_strides, out_strides, mods, in_base, out_base) \
+        and whole16(src) and whole16(dst)
+    if wide:  # move vec4s: every run, stride and base in units of 4 words
+        shape = shape[:-1] + [shape[-1] // 4]
+        mods = mods[:-1] + [mods[-1] // 4]
+        in_strides = [s // 4 for s in in_strides[:-1]] + [1]
+        out_strides = [s // 4 for s in out_strides[:-1]] + [1]
+        in_base, out_base, n = in_base // 4, out_base // 4, n // 4
     inner = shape[-1]
     chunks = -(-inner // 64)
     runs = n // inner * chunks
     params = pack(runs, len(shape), in_base, out_base, inner, chunks, 0, 0, *arr8(shape),
                   *arr8(in_strides), *arr8(out_strides), *arr8(mods))
-    ctx.dispatch(Program.of("copy.wgsl", W=words), [src, dst], params, -(-runs // 64))
+    ctx.dispatch(Program.of("copy.wgsl", W=words, T="quad" if wide else "word"),
+                 [src, dst], params, -(-runs // 64))
+
+
+def _quads(shape, si, so, mods, in_base, out_base) -> bool:
+    """Whether a collapsed copy moves whole aligned groups of 4 words: a contiguous innermost
+    run of a multiple of 4 (not wrapped), other strides and both bases multiples of 4."""
+    return (shape[-1] % 4 == 0 and si[-1] == 1 and so[-1] == 1 and mods[-1] == shape[-1]
+            and all(s % 4 == 0 for s in si[:-1] + so[:-1]) and in_base % 4 == 0
+            and out_base % 4 == 0)
 
 
 def _collapse(shape, si, so, mods):

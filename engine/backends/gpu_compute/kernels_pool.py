@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.kernels_movement import strided_copy
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel
 from engine.backends.gpu_compute.util import size_of
 from engine.ops.conv_pool import conv_geometry
-from engine.ops.resize import resize_plan
+from engine.ops.resize import axis_weights, resize_plan, source_coords
 
 MODES = {"MaxPool": 0, "AveragePool": 1, "LpPool": 2}
+#: the most workgroups of one dispatch dimension (pool_rows.wgsl puts the planes on y)
+MAX_GROUPS = 65535
 
 
 def _pool_check(layer, metas):
@@ -31,11 +36,20 @@ def _register_pool(op):
         if n:
             H, W = (1, shape[2]) if len(shape) == 3 else shape[2:]
             OH, OW = (1, out.shape[2]) if len(shape) == 3 else out.shape[2:]
-            params = pack(shape[1], H, W, n, OH, OW, *geo.kernel, *geo.strides,
-                          *geo.pads_begin, *geo.dilations, MODES[op],
+            planes = shape[0] * shape[1]
+            rows = op != "LpPool" and geo.dilations == (1, 1) and planes <= MAX_GROUPS
+            runs = -(-OW // 8)
+            params = pack(shape[1], H, W, runs if rows else n, OH, OW, *geo.kernel,
+                          *geo.strides, *geo.pads_begin, *geo.dilations, MODES[op],
                           int(layer.attr("count_include_pad", 0)), *geo.pads_end,
                           float(layer.attr("p", 2)), 0)
-            ctx.dispatch(Program.of("pool2d.wgsl"), [ins[0], y], params, -(-n // 256))
+            if rows:  # 8 outputs along a row per invocation, window and strides specialised
+                (kh, kw), (sh, sw) = geo.kernel, geo.strides
+                ctx.dispatch(Program.of("pool_rows.wgsl", KH=kh, KW=kw, SH=sh, SW=sw,
+                                        MODE=MODES[op]),
+                             [ins[0], y], params, (-(-runs * OH // 64), planes, 1))
+            else:
+                ctx.dispatch(Program.of("pool2d.wgsl"), [ins[0], y], params, -(-n // 256))
         return [y]
 
     kernel.__name__ = op
@@ -84,12 +98,39 @@ def _resize_check(layer, metas):
     return scales if isinstance(scales, str) else None
 
 
+def _repeats(layer, shape, out_shape, scales) -> bool:
+    """Whether a nearest Resize maps output index o to input o // f along both innermost
+    dims (integer factors f; e.g. half_pixel with round_prefer_floor), checked on the host
+    with the shared sampling geometry."""
+    if layer.attr("mode", "nearest") != "nearest" or len(shape) < 2:
+        return False
+    for n_in, n_out, scale in zip(shape[-2:], out_shape[-2:], scales, strict=True):
+        if not n_in or n_out % n_in:
+            return False
+        mode = layer.attr("coordinate_transformation_mode", "half_pixel")
+        if mode == "tf_half_pixel_for_nearest":
+            mode = "tf_half_pixel_for_nn"
+        coords = source_coords(mode, n_out, n_in, float(scale), (0.0, 1.0))
+        idx = axis_weights(coords, n_in, float(scale), layer).argmax(axis=1)
+        if not np.array_equal(idx, np.arange(n_out) // (n_out // n_in)):
+            return False
+    return True
+
+
 @gpu_kernel("Resize", 11, dtypes=F32, check=_resize_check)
 def Resize(ctx, layer, ins, metas, out_metas):
     shape, out = metas[0].shape, out_metas[0]
     sh, sw = _resize_scales(layer, metas)
     y = ctx.tensor(out)
     n = size_of(out.shape)
+    if n and _repeats(layer, shape, out.shape, (sh, sw)):
+        # every input pixel becomes a block of fh x fw copies: one strided copy, in runs
+        # along the input rows (no coordinate arithmetic per output)
+        H, W, OH, OW = shape[-2], shape[-1], out.shape[-2], out.shape[-1]
+        fh, fw = OH // H, OW // W
+        strided_copy(ctx, ins[0], y, [n // (OH * OW), H, fh, fw, W], [H * W, W, 0, 0, 1],
+                     [OH * OW, fh * OW, OW, 1, fw])
+        return [y]
     if n:
         coord = COORD[layer.attr("coordinate_transformation_mode", "half_pixel")]
         params = pack(n, shape[-2], shape[-1], out.shape[-2], out.shape[-1],

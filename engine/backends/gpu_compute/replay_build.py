@@ -169,7 +169,7 @@ def _copy_as_dispatch(ev: tuple) -> tuple:
     params = pack(chunks, 1, so // 4, do // 4, words, chunks, 0, 0, *arr8([words]),
                   *arr8([1]), *arr8([1]), *arr8([words]))
     ranges = [(src, 0, src.size), (dst, 0, dst.size)]
-    return ("dispatch", layer, Program.of("copy.wgsl", W=1), ranges, params,
+    return ("dispatch", layer, Program.of("copy.wgsl", W=1, T="word"), ranges, params,
             groups_for(-(-chunks // 64)))
 
 

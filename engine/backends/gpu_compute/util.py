@@ -73,3 +73,10 @@ def f32_value(meta: Meta | None, default: float) -> float | None:
     if meta.value is None:
         return None
     return float(np.asarray(meta.value).reshape(-1)[0])
+
+
+def whole16(tensor) -> bool:
+    """Whether ``tensor`` is bound whole (a GpuTensor, not a byte range) with a size that is a
+    multiple of 16 bytes: a vec4 array over it then reaches its last elements."""
+    alloc = getattr(tensor, "alloc", None)
+    return alloc is not None and alloc.size % 16 == 0
