@@ -58,23 +58,30 @@ B_LOADS = ("dot_vec4", "dot_scalar", "outer_vec4", "outer_shift", "outer_scalar"
 C_STORES = ("vec4", "scalar")
 
 
-def workgroup_for(M: int) -> tuple[int, int]:
+def workgroup_for(M: int, N: int = 0, batch: int = 1) -> tuple[int, int]:
     """matmul.wgsl's workgroup shape (invocations along N, along M; 4x4 outputs each), 64
     invocations: the tallest of 8x8, 16x4, 32x2 and 64x1 whose rows past M waste at most an
-    eighth of the invocation rows (8x8 over M = 8 left three quarters idle)."""
+    eighth of the invocation rows (8x8 over M = 8 left three quarters idle), as long as the
+    dispatch keeps at least MIN_GROUPS workgroups (a 1-row Gemm over 768 columns would run
+    as 3); 8x8 otherwise."""
     rows = -(-M // 4)
     for wgy in WG_ROWS:
-        if -(-rows // wgy) * wgy - rows <= rows // 8:
-            return 64 // wgy, wgy
-    return 64, 1
+        wgx = 64 // wgy
+        groups = -(-N // (4 * wgx)) * -(-rows // wgy) * batch
+        if -(-rows // wgy) * wgy - rows <= rows // 8 and (not N or groups >= MIN_GROUPS):
+            return wgx, wgy
+    return 8, 8
 
 
 #: invocation rows of matmul.wgsl's workgroup shapes, tallest first
 WG_ROWS = (8, 4, 2, 1)
+#: fewest workgroups of a matmul dispatch (2 per thread of a 2-core CPU adapter) for which a
+#: shorter workgroup shape is chosen
+MIN_GROUPS = 4
 
 
 def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
-                c_vec: bool = False) -> Program:
+                c_vec: bool = False, batch: int = 1) -> Program:
     """matmul.wgsl with the operands' load forms: vec4 loads where a layout allows them; B in
     the dot-product form when contiguous along K, else the outer-product form; vec4 stores of
     C when ``c_vec`` (N, its row stride and offsets are multiples of 4)."""
@@ -89,7 +96,7 @@ def program_for(a: Operand, b: Operand, M: int, N: int, K: int, act: str,
     load = "vec4" if vec else "scalar"
     if form == "outer" and not vec and b.sc == 1 and whole16(b.tensor):
         load = "shift"  # two aligned vec4 loads rather than four scalar ones
-    wgx, wgy = workgroup_for(M)
+    wgx, wgy = workgroup_for(M, N, batch)
     return Program.of("matmul.wgsl", act=act, WGX=wgx, WGY=wgy,
                       A_LOAD="vec4" if a_vec else "scalar",
                       B_LOAD=f"{form}_{load}",
@@ -111,8 +118,8 @@ def matmul(ctx, a: Operand, b: Operand, y, M: int, N: int, K: int, batch: int = 
                                                                       batch)
     else:
         c_vec = _aligned(N, ldc, c_off, c_batch if batch > 1 else 0)
-        wgx, wgy = workgroup_for(M)
-        program = program_for(a, b, M, N, K, op, c_vec)
+        wgx, wgy = workgroup_for(M, N, batch)
+        program = program_for(a, b, M, N, K, op, c_vec, batch)
         groups = (-(-N // (4 * wgx)), -(-M // (4 * wgy)), batch)
     bias_t = bias.tensor if bias is not None else a.tensor
     bias = bias or Operand(None, 0, 0)
