@@ -13,7 +13,7 @@ from replay_util import builders, replay_status, run_once
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
-from engine.backends.gpu_compute.replay import SAMPLED
+from engine.backends.gpu_common.replayed import SAMPLED
 from engine.backends.gpu_pixel import rawpass, replay
 
 pytestmark = pytest.mark.usefixtures("require_gpu")

@@ -13,6 +13,7 @@ from replay_util import builders, replay_status, run_once
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
+from engine.backends.gpu_common.replayed import SAMPLED
 from engine.backends.gpu_compute import replay
 from engine.backends.gpu_compute.recording import Recorder
 from engine.ops.base import Meta
@@ -39,7 +40,7 @@ def test_replay_matches_normal_path_and_onnxruntime(rng, name):
     # the first replayed run reads its in-pass timestamps; later ones repeat them
     gpu = [t for t in profile.layers if t.source.startswith("gpu-timestamp")]
     assert len(gpu) >= len(m.layers) // 2 and all(t.ms >= 0 for t in gpu)
-    assert all(t.source == replay.SAMPLED for t in gpu)
+    assert all(t.source == SAMPLED for t in gpu)
 
 
 def test_replay_follows_changing_signatures(rng):

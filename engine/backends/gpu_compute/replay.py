@@ -26,8 +26,8 @@ import numpy as np
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import guards_hold, host_values
+from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
 from engine.backends.gpu_compute.memory import GpuTensor
-from engine.profile import LayerTiming
 from engine.tensor import Stored, free_released
 
 try:  # the raw C calls skip wgpu-py's per-call error capture (errors surface at ``end``)
@@ -41,25 +41,6 @@ MAX_STAMPS = 4096
 #: output buffer sets a replay keeps (a set is reused once its tensors are released)
 RING = 3
 INSIDE_PASSES = "timestamp-query-inside-passes"
-#: replayed runs between two that read per-layer timestamps
-SAMPLE_EVERY = 10
-SAMPLED = "gpu-timestamp (sampled from an earlier replayed run)"
-
-
-def publish_replayed_profile(worker, layers: list, last_times: dict | None,
-                             t_run: float) -> None:
-    """The profile of a replayed run: each layer's last sampled GPU time where there is one,
-    else its share of the run's host time (``layers``: (layer, backend type) in order)."""
-    t_end = time.perf_counter()
-    host_ms = (t_end - t_run) * 1e3 / max(1, len(layers))
-    gpu = last_times or {}
-    timings = [LayerTiming(layer.name, layer.op_type, kind.value, gpu[layer.name], SAMPLED)
-               if layer.name in gpu else
-               LayerTiming(layer.name, layer.op_type, kind.value, host_ms,
-                           "cpu-clock (replayed: host share of the run)",
-                           kind is BackendType.CPU, 0.0)
-               for layer, kind in layers]
-    worker._finish_profile(timings, (t_end - t_run) * 1e3)
 
 
 class Replay:
@@ -87,6 +68,7 @@ class Replay:
         self.prefix: list = []  # CPU layers computing If conditions (recording.analyse)
         self.guards: list = []  # (condition, branch taken) of each If
         self._objects: list = []  # buffers of fixed values: kept alive
+        self._raw: dict = {}  # id(ops) -> (ops, their dispatches as raw handles)
 
     def inputs_for(self, worker, feeds: dict) -> dict | None:
         """``feeds`` and the host prefix's values, or None when an ``If`` would take
@@ -105,6 +87,7 @@ class Replay:
             for alloc in allocs.values():
                 self.backend.pool.release(alloc)
         self.ring.clear()
+        self._raw.clear()
 
     def adopt(self, allocs: dict) -> tuple[dict, list]:
         """Add an output set (holding one reference to each allocation) and its ops."""
@@ -175,33 +158,64 @@ class Replay:
         return True
 
     def _record(self, encoder, ops: list, sample: bool) -> None:
-        raw = _lib is not None
-        null = _ffi.NULL if raw else None
-        qs = self.query_set if sample else None
-        for op in ops:
-            if op[0] == "copy":
-                encoder.copy_buffer_to_buffer(*op[1:])
-                continue
-            cpass = encoder.begin_compute_pass()
-            if raw:
-                p, qsi = cpass._internal, None if qs is None else qs._internal
-                last = None
-                for pipeline, group, (x, y, z), stamp in op[1]:
-                    if stamp >= 0 and qsi is not None:
-                        _lib.wgpuComputePassEncoderWriteTimestamp(p, qsi, stamp)
-                    if pipeline is not last:
-                        _lib.wgpuComputePassEncoderSetPipeline(p, pipeline._internal)
-                        last = pipeline
-                    _lib.wgpuComputePassEncoderSetBindGroup(p, 0, group._internal, 0, null)
-                    _lib.wgpuComputePassEncoderDispatchWorkgroups(p, x, y, z)
-                if op[2] >= 0 and qsi is not None:
-                    _lib.wgpuComputePassEncoderWriteTimestamp(p, qsi, op[2])
-            else:
+        if _lib is None:
+            for op in ops:
+                if op[0] == "copy":
+                    encoder.copy_buffer_to_buffer(*op[1:])
+                    continue
+                cpass = encoder.begin_compute_pass()
                 for pipeline, group, groups, _ in op[1]:
                     cpass.set_pipeline(pipeline)
                     cpass.set_bind_group(0, group)
                     cpass.dispatch_workgroups(*groups)
+                cpass.end()
+            return
+        null = _ffi.NULL
+        qsi = self.query_set._internal if sample and self.query_set is not None else None
+        stamp_at = _lib.wgpuComputePassEncoderWriteTimestamp
+        set_pipeline = _lib.wgpuComputePassEncoderSetPipeline
+        set_group = _lib.wgpuComputePassEncoderSetBindGroup
+        dispatch = _lib.wgpuComputePassEncoderDispatchWorkgroups
+        for op, calls in self._raw_ops(ops):
+            if calls is None:
+                encoder.copy_buffer_to_buffer(*op[1:])
+                continue
+            cpass = encoder.begin_compute_pass()
+            p = cpass._internal
+            for pipe, group, x, y, z, stamp in calls:
+                if stamp >= 0 and qsi is not None:
+                    stamp_at(p, qsi, stamp)
+                if pipe is not None:
+                    set_pipeline(p, pipe)
+                set_group(p, 0, group, 0, null)
+                dispatch(p, x, y, z)
+            if op[2] >= 0 and qsi is not None:
+                stamp_at(p, qsi, op[2])
             cpass.end()
+
+    def _raw_ops(self, ops: list) -> list:
+        """``ops`` with each pass's dispatches as (pipeline handle or None when unchanged,
+        bind group handle, x, y, z, stamp), made once per output set: the attribute lookups
+        and unpacking were a third of recording a run."""
+        known = self._raw.get(id(ops))
+        if known is not None and known[0] is ops:
+            return known[1]
+        flat = []
+        for op in ops:
+            if op[0] == "copy":
+                flat.append((op, None))
+                continue
+            calls, last = [], None
+            for pipeline, group, (x, y, z), stamp in op[1]:
+                calls.append((None if pipeline is last else pipeline._internal,
+                              group._internal, x, y, z, stamp))
+                last = pipeline
+            flat.append((op, calls))
+        if len(self._raw) > RING:  # forget output sets the ring has dropped
+            live = {id(entry[1]) for entry in self.ring}
+            self._raw = {k: v for k, v in self._raw.items() if k in live}
+        self._raw[id(ops)] = (ops, flat)
+        return flat
 
     def _read_stamps(self) -> Future:
         gpu = self.backend.gpu

@@ -26,11 +26,8 @@ import numpy as np
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import guards_hold, host_values
-from engine.backends.gpu_compute.replay import (
-    SAMPLE_EVERY,
-    Replays,
-    publish_replayed_profile,
-)
+from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
+from engine.backends.gpu_compute.replay import Replays
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import pack
 from engine.backends.gpu_pixel.rawpass import PassList
