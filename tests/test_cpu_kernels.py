@@ -150,6 +150,20 @@ def test_conv_depthwise(rng, mult):
         close(kc.Conv(layer, [x, w, b]), ref_conv(x, w, b, s, p, d, C))
 
 
+def test_conv_grouped_pointwise_split(rng):
+    """A grouped 1x1 Conv large enough for its products to spread over the threads."""
+    from engine.backends.cpu import threads
+
+    x = rng.standard_normal((1, 256, 50, 46)).astype(np.float32)
+    w = rng.standard_normal((256, 64, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(256).astype(np.float32)
+    assert 256 * 64 * 50 * 46 >= threads.SPLIT_MIN_FLOPS
+    layer = L("Conv", group=4, activation="Relu")
+    want = np.maximum(ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1], 4), 0)
+    close(kc.Conv(layer, [x, w, b]), want)
+    assert layer._cpu_conv_plan.kind == "pointwise"
+
+
 @pytest.mark.parametrize("act,params", [("Relu", []), ("LeakyRelu", [0.1]), ("Clip", [-0.5, 0.7]),
                                         ("Sigmoid", []), ("HardSigmoid", [0.3, 0.4]),
                                         ("Tanh", [])])

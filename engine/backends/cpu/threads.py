@@ -24,10 +24,11 @@ _lock = threading.Lock()
 _threads = 0
 _pool: ThreadPoolExecutor | None = None
 _blas_limiter = None
-#: below this many multiply-adds a product runs on the calling thread alone: handing work to
-#: a pool thread and waiting for it costs 30-50 us on this shared 2-core machine, the time of
-#: ~1.5M multiply-adds; measured on the zoo, 3.6M-MAC grouped 1x1 convs ran 30% slower split
-SPLIT_MIN_FLOPS = 6_000_000
+#: below this many multiply-adds a product runs on the calling thread alone: waking a pool
+#: thread and waiting for it costs 15-60 us each way on this 2-core VM, and a split product
+#: gained only 1.1-1.25x where it paid at all. Model runs A/B (quiet machine): 12-32M ran
+#: ViT 9-10% and YOLO 5% faster than 6M, the other zoo and family models within 2%
+SPLIT_MIN_FLOPS = 16_000_000
 #: pools and other memory-bound loops: fewest input elements per parallel chunk
 SPLIT_MIN_ELEMENTS = 200_000
 #: one-pass streaming kernels (scale/shift, copies) below this many elements run on the
