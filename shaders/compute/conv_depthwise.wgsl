@@ -13,22 +13,12 @@
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-//!include common/activations.wgsl
+//!include compute/conv_row_helpers.wgsl
 
 const KH: i32 = ${KH};
 const KW: i32 = ${KW};
 const SH: i32 = ${SH};
 const SW: i32 = ${SW};
-
-// the fused activation (shaders/common/activations.wgsl; op_Identity when there is none)
-fn act(x: f32, A: f32, B: f32) -> f32 {
-    return op_${act}(x, A, B, 0.0);
-}
-
-// x[row + iw], 0 in the padding; wm = W - 1
-fn at(row: i32, iw: i32, wm: i32) -> f32 {
-    return select(0.0, x[row + clamp(iw, 0, wm)], iw >= 0 && iw <= wm);
-}
 
 // x: runs of 8 outputs of one output row (p.last = runs per row); y: output channel; z: image.
 // The channel and image come from the workgroup id: uniform, so weight loads are not gathers.
