@@ -2,18 +2,20 @@
 
 OpenBLAS's own threads busy-wait between calls; on a machine whose cores are shared this
 made whole-model runs 10-30x slower. So BLAS runs single-threaded, and large products are
-split by rows over a small pool of Python threads that block (not spin) when idle; NumPy
-releases the GIL inside BLAS, so the parts run truly in parallel. Numba's own parallel
-kernels use the same thread count.
+split by rows over a small pool of helper threads (``pool.py``) that poll briefly after a
+job and then block, so an idle pool never spins; NumPy releases the GIL inside BLAS, so the
+parts run truly in parallel. Numba's own parallel kernels use the same thread count.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from engine.backends.cpu.pool import WorkerPool
 
 # GNU OpenMP (Numba's threading layer here) spins between parallel regions by default; with
 # busy cores that spinning starves the thread doing the work. Must be set before the first
@@ -22,19 +24,29 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _lock = threading.Lock()
 _threads = 0
-_pool: ThreadPoolExecutor | None = None
+_pool: WorkerPool | None = None
 _blas_limiter = None
-#: below this many multiply-adds a product runs on the calling thread alone: waking a pool
-#: thread and waiting for it costs 15-60 us each way on this 2-core VM, and a split product
-#: gained only 1.1-1.25x where it paid at all. Model runs A/B (quiet machine): 12-32M ran
-#: ViT 9-10% and YOLO 5% faster than 6M, the other zoo and family models within 2%
-SPLIT_MIN_FLOPS = 16_000_000
+#: below this many multiply-adds a product runs on the calling thread alone. With the helpers
+#: polling between jobs, a split of 4M (65 us) ran 1.2-1.4x faster, of 8-16M 1.4-1.7x
+SPLIT_MIN_FLOPS = 4_000_000
 #: pools and other memory-bound loops: fewest input elements per parallel chunk
 SPLIT_MIN_ELEMENTS = 200_000
 #: one-pass streaming kernels (scale/shift, copies) below this many elements run on the
 #: calling thread: in a model run, waking the pool thread and waiting for it took ~0.1 ms
 #: (densenet's 14x14 BatchNorms: 0.15-0.2 ms split, 0.03-0.05 ms on one thread)
 STREAM_SPLIT_ELEMENTS = 1_000_000
+#: most chunks a parallel_for makes per thread
+CHUNKS_PER_THREAD = 4
+
+
+def _forget_pool_in_child() -> None:
+    """A forked child has none of the parent's helper threads: it makes its own pool."""
+    global _pool, _threads, _lock
+    _pool, _threads, _lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_in_child)
 
 
 def default_threads() -> int:
@@ -55,8 +67,8 @@ def set_threads(n: int = 0) -> int:
             _blas_limiter = threadpool_limits(1, user_api="blas")
         if n != _threads:
             if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(n - 1, thread_name_prefix="cpu-gemm") if n > 1 else None
+                _pool.close()
+            _pool = WorkerPool(n - 1) if n > 1 else None
             _threads = n
     numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))  # for any prange kernel
     return n
@@ -73,34 +85,32 @@ def parallel_for(fn, n: int, grain: int = 1) -> None:
 
     Chunks are handed out dynamically and the caller works too, so a helper thread that the
     OS does not schedule in time only means fewer chunks for it, never a wait for it to start.
+    A call made while the pool is busy (from a helper, or from another thread) runs alone.
     """
     nt = threads()
-    chunks = min(n // max(grain, 1), nt * 4)
+    chunks = min(n // max(grain, 1), nt * CHUNKS_PER_THREAD)
     if nt <= 1 or chunks <= 1:
         if n > 0:
             fn(0, n)
         return
     bounds = [n * i // chunks for i in range(chunks + 1)]
-    state = _Chunks(chunks)
+    taken = itertools.count()  # next() on it is atomic under the GIL
+    errors: list[BaseException] = []
 
     def work():
-        while True:
-            i = state.take()
-            if i < 0:
+        for i in taken:
+            if i >= chunks:
                 return
             try:
                 fn(bounds[i], bounds[i + 1])
             except BaseException as exc:  # re-raised on the calling thread
-                state.error = exc
-            finally:
-                state.finish()
+                errors.append(exc)
 
-    for _ in range(nt - 1):
-        _pool.submit(work)
-    work()
-    state.done.wait()
-    if state.error is not None:
-        raise state.error
+    pool = _pool
+    if pool is None or not pool.run(work):
+        work()
+    if errors:
+        raise errors[0]
 
 
 def stream_grain(n: int, per_item: int, least: int = STREAM_SPLIT_ELEMENTS) -> int:
@@ -110,29 +120,6 @@ def stream_grain(n: int, per_item: int, least: int = STREAM_SPLIT_ELEMENTS) -> i
     if n * per_item < least:
         return max(n, 1)
     return max(1, n // (2 * threads()))
-
-
-class _Chunks:
-    """Hands out chunk indices; ``done`` is set when every chunk taken has finished."""
-
-    def __init__(self, n: int):
-        self.n, self.next, self.finished = n, 0, 0
-        self.lock = threading.Lock()
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-
-    def take(self) -> int:
-        with self.lock:
-            if self.next >= self.n:
-                return -1
-            self.next += 1
-            return self.next - 1
-
-    def finish(self) -> None:
-        with self.lock:
-            self.finished += 1
-            if self.finished == self.n:
-                self.done.set()
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndarray:
@@ -146,19 +133,22 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndar
         if after is not None:
             after(0, M, 0, N)
         return out
-    if N >= M:
+    nt = threads()
+    if M < 64 * nt:
         # column blocks: each part reads its slice of ``b`` once and all of (small) ``a``
         def cols(lo, hi):
             np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
             if after is not None:
                 after(0, M, lo, hi)
 
-        parallel_for(cols, N, grain=256)
+        parallel_for(cols, N, grain=max(16, -(-N // (16 * nt)) * 16))
     else:
         def rows(lo, hi):
             np.matmul(a[lo:hi], b, out=out[lo:hi])
             if after is not None:
                 after(lo, hi, 0, N)
 
-        parallel_for(rows, M, grain=max(64, -(-M // (2 * threads()))))
+        # one block a thread: the helpers start within microseconds, and smaller blocks only
+        # lower sgemm's own efficiency (256x256x256: 1.67x in two blocks, 1.47x in four)
+        parallel_for(rows, M, grain=-(-M // nt))
     return out
