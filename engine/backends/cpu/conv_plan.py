@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, threads
+from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, conv_smallplane, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import act_params, activation_of, carr
 from engine.errors import KernelError
@@ -51,7 +51,7 @@ class ConvPlan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg", "blk")
+                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp")
 
 
 def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
@@ -98,7 +98,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
                           TILE_MACS // (plan.Mg * plan.Cg * K)) // plan.ow)
     plan.ntiles = -(-plan.rows // plan.per)
     plan.tiled = plan.ntiles >= 2 * key[2]
-    plan.wino = plan.blk = None
+    plan.wino = plan.blk = plan.sp = None
     wino_ok = (plan.kind == "im2col" and g.rank == 2 and group == 1
                and tuple(g.kernel) == (3, 3) and tuple(g.strides) == (1, 1)
                and tuple(g.dilations) == (1, 1) and x.dtype == np.float32
@@ -120,6 +120,12 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         gd = (1, *g.kernel, 1, *g.strides, 1, *g.dilations, 0, *g.pads_begin)
         plan.blk = conv_blocked.BlockedPlan(gd, w.reshape(M, plan.Cg, 1, -1),
                                             (1, *x.shape[2:]), (1, *g.out_shape))
+    if (plan.kind in ("im2col", "pointwise", "blocked") and g.rank == 2 and group == 1
+            and x.dtype == np.float32 and winograd.FORCE is None
+            and conv_smallplane.wanted(C, M, g.kernel, g.out_shape)):
+        plan.kind = "smallplane"
+        gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
+        plan.sp = conv_smallplane.SmallPlanePlan(gd, w, x.shape[2:], g.out_shape)
     if plan.kind == "im2col" and m:
         wp = winograd.WinoPlan(w, g.out_shape, g.pads_begin, m, key[2], x.shape[0])
         if wp.finite():  # else NaN/Inf weights would spread over whole tiles

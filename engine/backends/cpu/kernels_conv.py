@@ -17,7 +17,7 @@ import threading
 
 import numpy as np
 
-from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, threads
+from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, conv_smallplane, threads
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
@@ -126,6 +126,9 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
                              res3, post)
             return out
         return conv_blocked.run(plan.blk, plan.b, x, out, a0, params, res3, post)
+    if plan.kind == "smallplane":
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_smallplane.run(plan.sp, plan.b, x, out, a0, params, res3, post)
     if plan.kind == "shift":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,
