@@ -28,7 +28,7 @@ BLOCK_BYTES = 1 << 20
 #: fewest multiply-adds (both products) per parallel chunk: handing a chunk to the other
 #: thread and waiting for it costs 50-100 us here, so BERT's 4 heads x 128 tokens (2.1M a
 #: head) ran 0.38 ms split over two threads and 0.27 ms on one
-CHUNK_MACS = 1 << 24
+CHUNK_MACS = 4_000_000
 _F32 = np.dtype(np.float32)
 
 

@@ -20,7 +20,7 @@ from engine.backends.cpu import spin
 #: how long a helper polls for its next job before it blocks
 SPIN_US = 200.0
 #: how long a helper that saw a job waits before it asks for the GIL (see spin.finish_and_wait)
-SETTLE_US = 3.0
+SETTLE_US = 15.0
 #: how long the caller polls for the helpers' results before it polls with short sleeps
 CALLER_SPIN_US = 2000.0
 

@@ -36,7 +36,7 @@ SPLIT_MIN_ELEMENTS = 200_000
 #: (densenet's 14x14 BatchNorms: 0.15-0.2 ms split, 0.03-0.05 ms on one thread)
 STREAM_SPLIT_ELEMENTS = 1_000_000
 #: most chunks a parallel_for makes per thread
-CHUNKS_PER_THREAD = 4
+CHUNKS_PER_THREAD = 2
 
 
 def _forget_pool_in_child() -> None:
