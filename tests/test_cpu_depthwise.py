@@ -1,18 +1,27 @@
-"""The CPU's direct depthwise convolution (``conv_depthwise``) against float64 NumPy: kernel
-sizes 1-7, strides 1-3, dilation, asymmetric padding, channel multipliers, batch 2, every
-fused epilogue (activation, residual and the Relu after it), and NaN/Inf propagation."""
+"""The CPU's direct depthwise convolutions against float64 NumPy: kernel sizes 1-7, strides
+1-3, dilation, asymmetric padding, channel multipliers, batch 2, every fused epilogue
+(activation, residual and the Relu after it), and NaN/Inf propagation. Every test runs on
+the row kernel (``conv_depthwise``) and on the 16-channel one (``conv_dw16``, which takes
+channel multiplier 1)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from engine.backends.cpu import conv_plan
+from engine.backends.cpu import conv_dw16, conv_plan
 from engine.backends.cpu import kernels_conv as kc
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU, ACT_XHARDSIGMOID
 from engine.model import Layer
 from engine.passes.fusion import apply_activation
 from tests.test_cpu_kernels import close, ref_conv
+
+
+@pytest.fixture(autouse=True, params=["rows", "dw16"])
+def depthwise_kernel(request, monkeypatch):
+    """The kernel multiplier-1 layers get, whatever their plane size."""
+    monkeypatch.setattr(conv_dw16, "MAX_POSITIONS", 0 if request.param == "rows" else 1 << 30)
+    return request.param
 
 
 def _layer(**attrs) -> Layer:
@@ -41,16 +50,20 @@ GEOMETRIES = [  # (C, H, W, kernel, strides, dilations, pads)
     (3, 6, 9, (1, 4), (2, 1), (1, 1), (0, 1, 0, 2)),
     (2, 5, 5, (1, 1), (1, 1), (1, 1), (0, 0, 0, 0)),
     (2, 3, 4, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),   # kernel larger than the input
+    (33, 7, 7, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # a partial 16-channel block
+    (20, 19, 13, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
 ]
 
 
 @pytest.mark.parametrize("geo", range(len(GEOMETRIES)))
 @pytest.mark.parametrize("mult,n", [(1, 1), (2, 2)])
-def test_depthwise_geometries(rng, geo, mult, n):
+def test_depthwise_geometries(rng, depthwise_kernel, geo, mult, n):
     c, h, w, k, s, d, pads = GEOMETRIES[geo]
     layer, x, wt, b = _case(rng, c, h, w, k, s, d, pads, mult, n)
     want = ref_conv(x, wt, b, list(s), list(pads), list(d), c)
     close(kc.Conv(layer, [x, wt, b]), want)
+    dw16 = depthwise_kernel == "dw16" and mult == 1
+    assert layer._cpu_conv_plan.kind == ("dw16" if dw16 else "depthwise")
     close(kc.Conv(layer, [x, wt]), ref_conv(x, wt, None, list(s), list(pads), list(d), c))
 
 
@@ -103,14 +116,26 @@ def test_depthwise_nan_inf(rng, s):
     close(np.where(fin, got, 0), np.where(fin, want, 0))
 
 
+def test_depthwise_rule(rng, monkeypatch):
+    """The 16-channel kernel takes multiplier-1 layers up to MAX_POSITIONS outputs."""
+    monkeypatch.undo()
+    for side, mult, kind in ((7, 1, "dw16"), (14, 1, "dw16"), (28, 1, "depthwise"),
+                             (7, 2, "depthwise")):
+        layer, x, wt, b = _case(rng, 24, side, side, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1),
+                                mult)
+        got = kc.Conv(layer, [x, wt, b])
+        assert layer._cpu_conv_plan.kind == kind
+        close(got, ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 24))
+
+
 def test_depthwise_many_channels_split_over_threads(rng):
     """Enough work that the channels are split into chunks over the backend's threads."""
     layer, x, wt, b = _case(rng, 96, 30, 30, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1))
-    saved = conv_plan.DW_CHUNK_MACS
-    conv_plan.DW_CHUNK_MACS = 20_000
+    saved = conv_plan.DW_CHUNK_MACS, conv_dw16.CHUNK_MACS
+    conv_plan.DW_CHUNK_MACS = conv_dw16.CHUNK_MACS = 20_000
     try:
         got = kc.Conv(layer, [x, wt, b])
     finally:
-        conv_plan.DW_CHUNK_MACS = saved
+        conv_plan.DW_CHUNK_MACS, conv_dw16.CHUNK_MACS = saved
     close(got, ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 96))
 

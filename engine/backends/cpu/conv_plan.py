@@ -7,7 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, conv_smallplane, threads
+from engine.backends.cpu import (
+    conv_blocked,
+    conv_direct,
+    conv_dw16,
+    conv_shift,
+    conv_smallplane,
+    threads,
+)
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import act_params, activation_of, carr
 from engine.errors import KernelError
@@ -51,7 +58,7 @@ class ConvPlan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp")
+                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw")
 
 
 def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
@@ -79,6 +86,9 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         plan.w3 = carr(w.reshape(M, *g.kernel))
         plan.b = b
         plan.grain = max(1, DW_CHUNK_MACS // max(1, P * plan.w3[0].size))
+        if x.dtype == np.float32 and conv_dw16.wanted(C, M, g.out_shape):
+            plan.kind = "dw16"
+            plan.dw = conv_dw16.DW16Plan(plan.gd[:6] + tuple(g.pads_begin), w, bias)
         layer.__dict__["_cpu_conv_plan"] = plan
         return plan
     plan.K = K = int(np.prod(g.kernel))

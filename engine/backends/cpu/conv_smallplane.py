@@ -45,12 +45,12 @@ def wanted(C: int, M: int, kernel, out_shape) -> bool:
     tile's channel block) and small output planes, where row vectors waste most. Measured
     per layer against the other kinds (2 threads): 3x3 kernels on 7x7 to 14x14 planes ran
     1.0-1.5x faster than the blocked kernel (C = 96 at 14x14: 0.95x); 1x1 kernels beat sgemm
-    on 7x7 planes (1.0-1.4x) but not on 14x14 ones (0.7-0.85x)."""
+    on 7x7 planes (1.0-1.4x) from 128K weights up, but not on 14x14 ones (0.7-0.85x)."""
     P = int(np.prod(out_shape))
     if not ENABLED or M < CB:
         return False
-    if max(kernel) == 1:
-        return P <= 64
+    if max(kernel) == 1:  # small products (MobileNetV3's 96 x 288) stay with sgemm
+        return P <= 64 and C * M >= 131072
     return P <= 196 and C >= 32
 
 

@@ -17,7 +17,14 @@ import threading
 
 import numpy as np
 
-from engine.backends.cpu import conv_blocked, conv_direct, conv_shift, conv_smallplane, threads
+from engine.backends.cpu import (
+    conv_blocked,
+    conv_direct,
+    conv_dw16,
+    conv_shift,
+    conv_smallplane,
+    threads,
+)
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import (
     ACT_NONE,
@@ -116,6 +123,9 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
                     x[n], w3, out[n], gd, M // C, b, a0, params, res, post[0], post[1], lo, hi),
                 M, grain=plan.grain)
         return out
+    if plan.kind == "dw16":
+        post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        return conv_dw16.run(plan.dw, x, out, a0, params, res3, post)
     if plan.kind == "direct":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_direct.run(plan.gd, plan.w3, plan.b, x, out, a0, params, res3, post)

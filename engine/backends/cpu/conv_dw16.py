@@ -1,0 +1,168 @@
+"""Depthwise 2-D convolution with 16 channels per vector, for small and medium planes.
+
+``conv_depthwise`` vectorises along a channel's output rows: on 7x7 to 28x28 planes its rows
+are too short for whole vectors and its per-channel set-up dominates (MobileNetV3's 5x5
+depthwise layers on 7x7 planes ran at 5-6 GFLOP/s). Here 16 channels are interleaved into
+one zero-bordered plane of 16-float pixels (``[Hp][Wp][16]``, padding included), so every
+tap of every output is one full-vector multiply-add: a tile of 8 outputs along a row keeps
+8 accumulators, and per tap loads one weight vector and 8 input vectors. Accumulators
+start at the bias. Each 16-channel block goes to a channel-major scratch, and one call per
+block applies the activation (and residual, and the activation after it) into the output.
+Only channel multiplier 1 (M == C).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from engine.backends.cpu import threads
+from engine.backends.cpu.activation import ACT_NONE, act_plane
+from engine.backends.cpu.conv_depthwise import _OPTS
+from engine.backends.cpu.simd import vfma, vload, vstore
+
+L = 16
+#: outputs along a row per register tile
+TW = 8
+#: fewest multiply-adds per parallel chunk
+CHUNK_MACS = 1_000_000
+#: largest output plane (positions) that runs here: per layer A/B on MobileNetV3's shapes,
+#: 7x7 and 14x14 planes ran 1.2-1.4x faster than ``conv_depthwise``, 28x28 and 56x56 ones
+#: 1.5-2x slower (the interleaving and its inverse cost more than the short rows there)
+MAX_POSITIONS = 196
+#: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
+ENABLED = True
+
+
+def wanted(C: int, M: int, out_shape) -> bool:
+    """Whether a depthwise Conv (M == C) runs here rather than in ``conv_depthwise``."""
+    return ENABLED and M == C and int(np.prod(out_shape)) <= MAX_POSITIONS
+
+
+def pack(w: np.ndarray, bias) -> tuple[np.ndarray, np.ndarray]:
+    """Weights (C, 1, kh, kw) as [ceil(C/16)][kh*kw][16] and the bias as [ceil(C/16)][16]
+    (zeros pad both)."""
+    C = w.shape[0]
+    nb = -(-C // L)
+    wp = np.zeros((nb * L, w.shape[2] * w.shape[3]), np.float32)
+    wp[:C] = w.reshape(C, -1)
+    bp = np.zeros(nb * L, np.float32)
+    if bias is not None and bias.size:
+        bp[:C] = bias.reshape(-1)
+    return (np.ascontiguousarray(wp.reshape(nb, L, -1).transpose(0, 2, 1)).reshape(-1),
+            bp)
+
+
+@njit(**_OPTS)
+def _interleave(x, cb, xi, ph, pw, Wp):
+    """Channels ``cb * 16 ...`` of x (C, H, W) into the interior of xi ([Hp][Wp][16], its
+    border zero); channels past C stay zero."""
+    C, H, W = x.shape
+    n = min(L, C - cb * L)
+    c0 = cb * L
+    for y in range(H):
+        row = xi[((y + ph) * Wp + pw) * L:]
+        if n == L:
+            for t in range(W):
+                px = row[t * L:t * L + L]
+                for l in range(L):
+                    px[l] = x[c0 + l, y, t]
+        else:
+            for t in range(W):
+                px = row[t * L:t * L + L]
+                for l in range(n):
+                    px[l] = x[c0 + l, y, t]
+
+
+@njit(**_OPTS)
+def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res, post,
+                pparams, b0, b1):
+    """Channel blocks ``b0:b1`` of ``out`` (C, oh, ow) from x (C, H, W); wp, bp from
+    ``pack``. Epilogue ``post(act(conv + bias) + res)``, or ``act(conv + bias)`` when ``res``
+    is empty (shape (0, 1, 1))."""
+    C, H, W = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    P = oh * ow
+    Hp, Wp = max(H + ph, (oh - 1) * sh + (kh - 1) * dh + 1), max(W + pw, (ow - 1) * sw
+                                                                  + (kw - 1) * dw + 1)
+    T = kh * kw
+    # a row's last tile reads up to TW - 1 outputs past the row: junk lanes, dropped
+    xi = np.zeros((Hp * Wp + TW * sw + 1) * L, np.float32)
+    sc = np.empty(L * P + TW * L, np.float32)
+    tmp = np.empty(TW * L, np.float32)
+    out2 = out.reshape(C, P)
+    has_res = res.shape[0] > 0
+    res2 = res.reshape(res.shape[0], -1)
+    p0, p1 = params[0], params[1]
+    q0, q1 = pparams[0], pparams[1]
+    for cb in range(b0, b1):
+        _interleave(x, cb, xi, ph, pw, Wp)
+        bv = vload(bp, cb * L)
+        wbase = cb * T * L
+        for oy in range(oh):
+            for ox0 in range(0, ow, TW):
+                a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = bv
+                for i in range(kh):
+                    rbase = ((oy * sh + i * dh) * Wp + ox0 * sw) * L
+                    for j in range(kw):
+                        wv = vload(wp, wbase + (i * kw + j) * L)
+                        q = rbase + j * dw * L
+                        s = sw * L
+                        a0 = vfma(wv, vload(xi, q), a0)
+                        a1 = vfma(wv, vload(xi, q + s), a1)
+                        a2 = vfma(wv, vload(xi, q + 2 * s), a2)
+                        a3 = vfma(wv, vload(xi, q + 3 * s), a3)
+                        a4 = vfma(wv, vload(xi, q + 4 * s), a4)
+                        a5 = vfma(wv, vload(xi, q + 5 * s), a5)
+                        a6 = vfma(wv, vload(xi, q + 6 * s), a6)
+                        a7 = vfma(wv, vload(xi, q + 7 * s), a7)
+                vstore(tmp, 0, a0)
+                vstore(tmp, L, a1)
+                vstore(tmp, 2 * L, a2)
+                vstore(tmp, 3 * L, a3)
+                vstore(tmp, 4 * L, a4)
+                vstore(tmp, 5 * L, a5)
+                vstore(tmp, 6 * L, a6)
+                vstore(tmp, 7 * L, a7)
+                p = oy * ow + ox0
+                for u in range(min(TW, ow - ox0)):
+                    for l in range(L):
+                        sc[l * P + p + u] = tmp[u * L + l]
+        c0, n = cb * L, min(L, C - cb * L)
+        dst = out2[c0:c0 + n]
+        act_plane(sc, P, dst, p0 - p0, act, p0, p1)
+        if has_res:
+            r = res2[c0:c0 + n]
+            for l in range(n):
+                d, rr = dst[l], r[l]
+                for t in range(P):
+                    d[t] += rr[t]
+            if post != ACT_NONE:
+                act_plane(dst.reshape(-1), P, dst, q0 - q0, post, q0, q1)
+
+
+class DW16Plan:
+    """What a depthwise Conv layer keeps for this kernel: geometry and packed weights."""
+
+    __slots__ = ("g", "wp", "bp")
+
+    def __init__(self, g, w: np.ndarray, bias):
+        self.g = tuple(int(v) for v in g)  # kh, kw, sh, sw, dh, dw, ph, pw
+        self.wp, self.bp = pack(w, bias)
+
+
+def run(dp: DW16Plan, x, out, act, params, res3, post) -> np.ndarray:
+    """``out`` (N, C, oh, ow) of the depthwise convolution of ``x`` (N, C, H, W)."""
+    N, C = x.shape[:2]
+    oh, ow = out.shape[2:]
+    nblocks = -(-C // L)
+    kh, kw = dp.g[:2]
+    grain = max(1, CHUNK_MACS // max(1, L * kh * kw * oh * ow))
+    none = np.zeros((0, 1, 1), x.dtype)
+    for n in range(N):
+        res = none if res3 is None else res3[n].reshape(out.shape[1:])
+        threads.parallel_for(
+            lambda lo, hi, n=n, res=res: dw16_blocks(
+                x[n], dp.wp, dp.bp, *dp.g, out[n], act, params, res, post[0], post[1], lo, hi),
+            nblocks, grain=grain)
+    return out
