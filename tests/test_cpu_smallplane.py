@@ -118,3 +118,14 @@ def test_smallplane_rule(rng, c, m, side, kernel, kind):
     got = kc.Conv(layer, [x, wt])
     assert layer._cpu_conv_plan.kind == kind
     close(got, ref_conv(x, wt, None, [1, 1], pads, [1, 1], 1))
+
+
+def test_smallplane_not_for_long_rows(rng):
+    """A plane of few positions but long rows (a text recognizer's 1 x 80 after its pools)
+    stays with the row-vector kernel."""
+    x = rng.standard_normal((1, 64, 2, 80)).astype(np.float32)
+    wt = (rng.standard_normal((64, 64, 2, 3)) / 20).astype(np.float32)
+    layer = _layer(pads=[0, 1, 0, 1], kernel_shape=[2, 3])
+    got = kc.Conv(layer, [x, wt])
+    assert layer._cpu_conv_plan.kind == "blocked"
+    close(got, ref_conv(x, wt, None, [1, 1], [0, 1, 0, 1], [1, 1], 1))

@@ -47,7 +47,7 @@ def wanted(C: int, M: int, kernel, out_shape) -> bool:
     1.0-1.5x faster than the blocked kernel (C = 96 at 14x14: 0.95x); 1x1 kernels beat sgemm
     on 7x7 planes (1.0-1.4x) from 128K weights up, but not on 14x14 ones (0.7-0.85x)."""
     P = int(np.prod(out_shape))
-    if not ENABLED or M < CB:
+    if not ENABLED or M < CB or out_shape[-1] > 16:  # long rows: the row-vector kernels
         return False
     if max(kernel) == 1:  # small products (MobileNetV3's 96 x 288) stay with sgemm
         return P <= 64 and C * M >= 131072
