@@ -27,6 +27,19 @@ WARMUP_RUNS = 2
 #: timed runs come in this many alternating blocks (engine, then onnxruntime)
 ROUNDS = 4
 SETTLE_S = 0.05
+#: untimed runs before every timed block, for at least this long, engine and onnxruntime
+#: alike: after 50 ms idle this VM ran the next ~100 ms of work up to 2x slower (both cores
+#: slowed, not only the engine's), and onnxruntime's pool, which spins ~30 ms after a run,
+#: kept its own cores busy through that while the engine's block started cold
+WARM_S = 0.15
+
+
+def _warm(run) -> None:
+    """Call ``run()`` until WARM_S has passed (at least once)."""
+    t_end = time.perf_counter() + WARM_S
+    run()
+    while time.perf_counter() < t_end:
+        run()
 
 
 def _timed_engine(worker, feeds, out_name, clock=None) -> float:
@@ -129,6 +142,8 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
             count = repeat * (r + 1) // rounds - repeat * r // rounds
             for key, worker in workers.items():
                 clock = clocks.get(key)
+                if key == BackendType.CPU.value:  # GPU runs here take seconds: warm enough
+                    _warm(lambda worker=worker: _timed_engine(worker, feeds, out_name))
                 for _ in range(count):
                     if clock is not None:
                         clock.start_run()
@@ -137,6 +152,7 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
                         clock.end_run()
             if compare:
                 time.sleep(SETTLE_S)
+                _warm(lambda: session.run(None, ort_feeds))
                 for _ in range(count):
                     t0 = time.perf_counter()
                     session.run(None, ort_feeds)
