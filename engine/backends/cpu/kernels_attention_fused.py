@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.fastmath import _bits_to_f32
+from engine.backends.cpu.fastmath import exp_le0
 from engine.backends.cpu.threads import parallel_for
 
 MASK_NONE, MASK_ADD, MASK_KEEP = 0, 1, 2
@@ -33,26 +33,6 @@ _F32 = np.dtype(np.float32)
 
 
 _LANES = 16  # independent running maxima: a single one is a serial compare chain
-
-
-@njit(inline="always", nogil=True, cache=True, error_model="numpy",
-      fastmath={"contract", "arcp", "afn", "reassoc"})
-def exp_le0(x):
-    """e**x for x <= 0 (or NaN) in float32: ``fastmath.exp_f32`` without the overflow half
-    and with results below float32's normal range (x < -87.3) set to 0, as softmax needs."""
-    c = x if x > np.float32(-87.3) else np.float32(-87.3)
-    n = np.floor(c * np.float32(1.4426950408889634) + np.float32(0.5))
-    r = (c - n * np.float32(0.693145751953125)) - n * np.float32(1.4286068203094173e-06)
-    p = np.float32(1 / 5040)
-    p = p * r + np.float32(1 / 720)
-    p = p * r + np.float32(1 / 120)
-    p = p * r + np.float32(1 / 24)
-    p = p * r + np.float32(1 / 6)
-    p = p * r + np.float32(0.5)
-    p = (p * r) * r + r + np.float32(1.0)
-    y = p * _bits_to_f32(np.int32(n + np.float32(127.0)) << 23)
-    y = y if x >= np.float32(-87.3) else np.float32(0.0)
-    return y if x == x else x
 
 
 @njit(nogil=True, cache=True, error_model="numpy",

@@ -7,7 +7,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu.activation import carr
-from engine.backends.cpu.fastmath import exp_any, exp_f32
+from engine.backends.cpu.fastmath import exp_any, exp_le0
 from engine.backends.cpu.kernels_norm import _HALF, ROW_CHUNK_ELEMENTS, _float
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import parallel_for
@@ -51,7 +51,7 @@ def softmax_last_f32(x, out, log, r0, r1):
             m = max(m, xr[j])
         s = np.float32(0.0)
         for j in range(L):
-            e = exp_f32(xr[j] - m)
+            e = exp_le0(xr[j] - m)
             orow[j] = e
             s += e
         if log:
@@ -84,7 +84,7 @@ def softmax_mid_f32(x, out, log, o0, o1):
         for j in range(L):
             xj, oj = xo[j], oo[j]
             for i in range(I):
-                e = exp_f32(xj[i] - m[i])
+                e = exp_le0(xj[i] - m[i])
                 oj[i] = e
                 s[i] += e
         if log:

@@ -141,7 +141,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndar
             if after is not None:
                 after(0, M, lo, hi)
 
-        parallel_for(cols, N, grain=max(16, -(-N // (16 * nt)) * 16))
+        parallel_for(cols, N, grain=max(16, N // nt // 16 * 16))
     else:
         def rows(lo, hi):
             np.matmul(a[lo:hi], b, out=out[lo:hi])
@@ -150,5 +150,5 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndar
 
         # one block a thread: the helpers start within microseconds, and smaller blocks only
         # lower sgemm's own efficiency (256x256x256: 1.67x in two blocks, 1.47x in four)
-        parallel_for(rows, M, grain=-(-M // nt))
+        parallel_for(rows, M, grain=M // nt)  # floor: parallel_for makes n // grain chunks
     return out
