@@ -9,7 +9,11 @@ thread) may instead be run by a thread that blocks on its result while the engin
 is idle and the job is next in line (``help_until``). Order and mutual exclusion are kept:
 one job runs at a time, always the head of the queue. A synchronous caller then pays no
 thread hand-off (two per run and read, ~50-100 us here), which is most of a tiny model's
-latency.
+latency. Queueing a stealable job does not wake the engine thread either: woken, it takes
+the GIL while the submitter runs the job, and each such collision put one of them to sleep
+for tens of microseconds (a tiny speech model: 236 -> 150 us a run). The engine thread
+finds such a job when it next looks, at the latest after ``IDLE_POLL_S``, or at once when
+an asynchronous read asks for it (``announce``).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ _epoch = 0
 #: won that race instead the caller paid two thread wake-ups (~100 us on a tiny model); an
 #: asynchronous caller's job starts this much later, on the engine thread
 STEAL_GRACE_S = 0.0005
+#: longest an idle engine thread sleeps before it looks at its queue unasked: the latest a
+#: stealable job that nobody waits for and nobody announced starts
+IDLE_POLL_S = 0.05
 
 
 class _Job:
@@ -77,14 +84,21 @@ class _Engine:
             if self.stopping:
                 raise RuntimeError("the engine thread has stopped (the program is exiting)")
             self.queue.append(job)
-            self.cond.notify_all()
+            if not job.stealable:  # (see the module docstring)
+                self.cond.notify_all()
         return job.future
+
+    def announce(self) -> None:
+        """Wake the engine thread for queued jobs: someone waits for them without helping."""
+        with self.cond:
+            if self.queue:
+                self.cond.notify_all()
 
     def _take(self, block: bool, stealing: bool) -> _Job | None:
         with self.cond:
             while block and not self.stopping:
                 if self.busy or not self.queue:
-                    self.cond.wait()
+                    self.cond.wait(IDLE_POLL_S)
                     continue
                 head = self.queue[0]
                 left = head.submitted + STEAL_GRACE_S - time.perf_counter() \
@@ -184,6 +198,13 @@ def help_until(future: Future) -> None:
     engine thread is idle and such a job is next, until ``future`` is done."""
     if _engine is not None and not on_engine_thread():
         _engine.help_until(future)
+
+
+def announce() -> None:
+    """Wake the engine thread for jobs queued so far (a caller that will wait for one
+    without running it itself: ``Tensor.readback_request`` and the like)."""
+    if _engine is not None:
+        _engine.announce()
 
 
 def cancel_pending() -> None:

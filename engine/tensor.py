@@ -82,6 +82,7 @@ class Tensor:
         return self._stored.done()
 
     def _meta(self) -> Meta:
+        executor.help_until(self._stored)
         return self._stored.result().meta
 
     @property
@@ -95,6 +96,7 @@ class Tensor:
 
     @property
     def backend_type(self):
+        executor.help_until(self._stored)
         return self._stored.result().backend.type
 
     # -- readback -------------------------------------------------------------------------
@@ -138,6 +140,7 @@ class Tensor:
                     result.set_exception(EngineError(f"readback abandoned: {exc}"))
 
         self._stored.add_done_callback(queue_start)
+        executor.announce()  # the run may still be queued, with no thread waiting to run it
 
     def keep_on_cpu(self, timeout: float = 300.0) -> None:
         """Read the data back now and keep it: the backend holding it is about to close."""

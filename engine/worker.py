@@ -97,6 +97,7 @@ class Worker:
         shapes before the first ``schedule``)."""
         pending = self._pending_plan
         if pending is not None:
+            executor.help_until(pending)
             pending.result()
         return self._plan.placement
 

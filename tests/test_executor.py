@@ -49,6 +49,27 @@ def test_a_stealable_job_nobody_waits_for_runs_on_the_engine_after_the_grace():
     assert [f.result(timeout=10) for f in futs] == [engine_id] * 3
 
 
+def test_queueing_a_stealable_job_leaves_the_idle_engine_asleep_until_announced():
+    """A stealable job does not wake the engine thread (its submitter usually runs it
+    next); the engine finds it by itself within IDLE_POLL_S, or at once when announced."""
+    import time
+
+    engine_id = executor.call(threading.get_ident)
+    time.sleep(0.01)  # the engine thread is asleep on its queue
+    t0 = time.perf_counter()
+    fut = executor.submit(threading.get_ident, stealable=True)
+    assert fut.result(timeout=10) == engine_id
+    waited = time.perf_counter() - t0
+    assert waited >= executor.STEAL_GRACE_S
+    assert waited < executor.IDLE_POLL_S + 5.0  # found by the poll (generous: shared CI)
+    time.sleep(0.01)
+    engine = executor._get_engine()
+    with engine.cond:  # queued while the engine thread sits in its untimed-looking wait
+        fut = executor.submit(threading.get_ident, stealable=True)
+    executor.announce()
+    assert fut.result(timeout=10) == engine_id
+
+
 def test_a_thread_bound_job_at_the_head_is_never_taken():
     engine_id = executor.call(threading.get_ident)
     gate = threading.Event()
