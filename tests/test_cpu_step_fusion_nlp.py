@@ -82,6 +82,31 @@ def test_attention_chain_is_one_step(scale_op, mask, rng):
     np.testing.assert_allclose(unfused, want, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("mask", [None, "add", "where"])
+def test_attention_heads_split_over_threads(mask, rng, monkeypatch):
+    """Few short heads run as batched products, one run of heads a thread."""
+    from engine.backends.cpu import kernels_attention_fused as kaf
+    from engine.backends.cpu import threads
+
+    monkeypatch.setattr(kaf, "CHUNK_MACS", 1)
+    before = threads.threads()
+    threads.set_threads(2)
+    try:
+        b, h, s, m, dh = 2, 3, 37, 45, 16
+        feeds = {"q": rng.normal(size=(b, h, s, dh)).astype(np.float32),
+                 "k": rng.normal(size=(b, h, dh, m)).astype(np.float32),
+                 "v": rng.normal(size=(b, h, m, 8)).astype(np.float32)}
+        if mask == "add":
+            feeds["mask"] = np.where(rng.random((b, 1, 1, m)) < 0.3, -1e4, 0).astype(np.float32)
+        elif mask == "where":
+            feeds["mask"] = rng.random((s, m)) < 0.8
+            feeds["mask"][:, 0] = True
+        got, _, want = _run(_attention_model("Mul", mask), feeds, 1)
+    finally:
+        threads.set_threads(before)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
 def test_attention_with_a_long_sequence_uses_several_blocks(rng):
     feeds = {"q": rng.normal(size=(1, 3, 700, 16)).astype(np.float32),
              "k": rng.normal(size=(1, 3, 16, 700)).astype(np.float32),
