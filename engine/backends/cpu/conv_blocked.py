@@ -202,11 +202,11 @@ def blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, 
             b = bias[m] if bias.shape[0] > 0 else zero
             act_plane(sc[u * ss:], Wq, out[m, y0:y1], b, act, p0, p1)
             if has_res:
-                _add_post(out[m, y0:y1], res[m, y0:y1], post, q0, q1)
+                add_residual_post(out[m, y0:y1], res[m, y0:y1], post, q0, q1)
 
 
 @njit(**_OPTS)
-def _add_post(dst, res, post, q0, q1):
+def add_residual_post(dst, res, post, q0, q1):
     """``dst = post(dst + res)`` on a 2-D block: a plain add loop, then ``post`` through
     ``act_plane``, which picks its loop once (a single loop applying both activations by
     code per value does not vectorise: YOLO's SiLU + residual layers ran 3x slower)."""

@@ -17,7 +17,8 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import ACT_NONE, act_plane
+from engine.backends.cpu.activation import act_plane
+from engine.backends.cpu.conv_blocked import add_residual_post
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.simd import vfma, vload, vstore
 
@@ -132,13 +133,7 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
         dst = out2[c0:c0 + n]
         act_plane(sc, P, dst, p0 - p0, act, p0, p1)
         if has_res:
-            r = res2[c0:c0 + n]
-            for l in range(n):
-                d, rr = dst[l], r[l]
-                for t in range(P):
-                    d[t] += rr[t]
-            if post != ACT_NONE:
-                act_plane(dst.reshape(-1), P, dst, q0 - q0, post, q0, q1)
+            add_residual_post(dst, res2[c0:c0 + n], post, q0, q1)
 
 
 class DW16Plan:

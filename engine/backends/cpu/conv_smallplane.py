@@ -21,8 +21,8 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu import threads
-from engine.backends.cpu.activation import ACT_NONE, act_plane
-from engine.backends.cpu.conv_blocked import tap_offsets
+from engine.backends.cpu.activation import act_plane
+from engine.backends.cpu.conv_blocked import add_residual_post, tap_offsets
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
 from engine.backends.cpu.simd import vbcast, vfma, vload, vstore, vzero
@@ -131,16 +131,6 @@ def _tile(xf, cs, toff, wf, k, c0, c1, q, j0, acc, first):
 
 
 @njit(**_OPTS)
-def _add_post_run(dst, res, post, r0, r1):
-    """``dst = post(dst + res)`` on a (1, L) run of positions."""
-    d, r = dst[0], res[0]
-    for i in range(d.shape[0]):
-        d[i] += r[i]
-    if post != ACT_NONE:
-        act_plane(d, d.shape[0], dst, r0 - r0, post, r0, r1)
-
-
-@njit(**_OPTS)
 def smallplane_tasks(xf, cs, toff, q, wp, out, bias, act, params, res, post, pparams,
                      groups, t0, t1):
     """Tasks ``t0:t1`` of ``out`` (M, oh, ow): task i is channel block ``i // groups`` over
@@ -150,8 +140,8 @@ def smallplane_tasks(xf, cs, toff, q, wp, out, bias, act, params, res, post, ppa
     64 floats) stay in the L1 cache while every position tile of the task uses them."""
     M = out.shape[0]
     P = out.shape[1] * out.shape[2]
-    out2 = out.reshape(M, 1, P)
-    res2 = res.reshape(res.shape[0], 1, -1)
+    out2 = out.reshape(M, P)
+    res2 = res.reshape(res.shape[0], -1)
     C, T = wp.shape[1], wp.shape[2]
     wf = wp.reshape(-1)
     p0, p1 = params[0], params[1]
@@ -177,10 +167,10 @@ def smallplane_tasks(xf, cs, toff, q, wp, out, bias, act, params, res, post, ppa
         for u in range(min(CB, M - mb * CB)):
             m = mb * CB + u
             b = bias[m] if bias.shape[0] > 0 else zero
-            dst = out2[m, :, j_lo:j_hi]
+            dst = out2[m, j_lo:j_hi].reshape(1, j_hi - j_lo)
             act_plane(sc[u * P + j_lo:], P, dst, b, act, p0, p1)
             if has_res:
-                _add_post_run(dst, res2[m, :, j_lo:j_hi], post, r0, r1)
+                add_residual_post(dst, res2[m, j_lo:j_hi].reshape(1, j_hi - j_lo), post, r0, r1)
 
 
 class SmallPlanePlan:
