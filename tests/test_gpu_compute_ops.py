@@ -346,3 +346,20 @@ def test_vec4_paths(rng):
     c = [rng.standard_normal(3).astype(np.float32) for _ in range(3)]
     var = (np.abs(rng.standard_normal(3)) + 0.5).astype(np.float32)
     assert_close(*run_both(*one_node("BatchNormalization", [x] + [Const(v) for v in c + [var]])))
+
+
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(1, 16, 56, 56), (2, 3, 41, 33), (1, 5, 1, 2000),
+                                   (1, 64, 7, 7)])
+def test_global_pools_of_large_planes(op, shape):
+    """Planes of >= 1024 values reduce in two passes (partial sums or maxima of interleaved
+    values, then per plane); smaller ones in one. Against float64 NumPy, NaN kept."""
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    x.reshape(-1, x.shape[2] * x.shape[3])[-1, 7] = np.nan
+    gpu, _ = run_both(*one_node(op, [x]))
+    with np.errstate(invalid="ignore"):
+        want = (x.astype(np.float64).mean(axis=(2, 3), keepdims=True) if op == "GlobalAveragePool"
+                else x.max(axis=(2, 3), keepdims=True))
+    np.testing.assert_allclose(gpu[0], want, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert np.isnan(gpu[0]).sum() == 1
