@@ -58,13 +58,14 @@ def wanted(C: int, M: int, kernel, out_shape, wino: int) -> bool:
     return not (wino == 2 and min(out_shape) >= 20 and M >= 128)
 
 
-def pack(w: np.ndarray) -> np.ndarray:
-    """Weights (M, C, kh, kw) as [ceil(M/8)][C][kh*kw][8] float32, zero rows padding M."""
+def pack(w: np.ndarray, block: int = R) -> np.ndarray:
+    """Weights (M, C, kh, kw) as [ceil(M/block)][C][kh*kw][block] float32, zero rows padding
+    M: a tap's ``block`` output-channel weights are one contiguous run."""
     M, C = w.shape[:2]
-    nb = -(-M // R)
-    wp = np.zeros((nb * R, C, w.shape[2] * w.shape[3]), np.float32)
+    nb = -(-M // block)
+    wp = np.zeros((nb * block, C, w.shape[2] * w.shape[3]), np.float32)
     wp[:M] = w.reshape(M, C, -1)
-    return np.ascontiguousarray(wp.reshape(nb, R, C, -1).transpose(0, 2, 3, 1))
+    return np.ascontiguousarray(wp.reshape(nb, block, C, -1).transpose(0, 2, 3, 1))
 
 
 def tap_offsets(gd, Hq: int, Wq: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from numba import njit
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import act_plane
 from engine.backends.cpu.conv_blocked import add_residual_post
+from engine.backends.cpu.conv_blocked import pack as pack_blocks
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.simd import vfma, vload, vstore
 
@@ -41,17 +42,13 @@ def wanted(C: int, M: int, out_shape) -> bool:
 
 
 def pack(w: np.ndarray, bias) -> tuple[np.ndarray, np.ndarray]:
-    """Weights (C, 1, kh, kw) as [ceil(C/16)][kh*kw][16] and the bias as [ceil(C/16)][16]
-    (zeros pad both)."""
+    """Weights (C, 1, kh, kw) as flat [ceil(C/16)][kh*kw][16] (``conv_blocked.pack`` with
+    blocks of 16 channels) and the bias as [ceil(C/16)][16]; zeros pad both."""
     C = w.shape[0]
-    nb = -(-C // L)
-    wp = np.zeros((nb * L, w.shape[2] * w.shape[3]), np.float32)
-    wp[:C] = w.reshape(C, -1)
-    bp = np.zeros(nb * L, np.float32)
+    bp = np.zeros(-(-C // L) * L, np.float32)
     if bias is not None and bias.size:
         bp[:C] = bias.reshape(-1)
-    return (np.ascontiguousarray(wp.reshape(nb, L, -1).transpose(0, 2, 1)).reshape(-1),
-            bp)
+    return pack_blocks(w, L).reshape(-1), bp
 
 
 @njit(**_OPTS)

@@ -22,7 +22,7 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import act_plane
-from engine.backends.cpu.conv_blocked import add_residual_post, tap_offsets
+from engine.backends.cpu.conv_blocked import add_residual_post, pack, tap_offsets
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
 from engine.backends.cpu.simd import vbcast, vfma, vload, vstore, vzero
@@ -53,15 +53,6 @@ def wanted(C: int, M: int, kernel, out_shape) -> bool:
     if max(kernel) == 1:  # small products (MobileNetV3's 96 x 288) stay with sgemm
         return P <= 64 and C * M >= 131072
     return P <= 196 and C >= 32
-
-
-def pack(w: np.ndarray) -> np.ndarray:
-    """Weights (M, C, kh, kw) as [ceil(M/64)][C][kh*kw][64] float32, zero rows padding M."""
-    M, C = w.shape[:2]
-    nb = -(-M // CB)
-    wp = np.zeros((nb * CB, C, w.shape[2] * w.shape[3]), np.float32)
-    wp[:M] = w.reshape(M, C, -1)
-    return np.ascontiguousarray(wp.reshape(nb, CB, C, -1).transpose(0, 2, 3, 1))
 
 
 def position_offsets(oh: int, ow: int, Wq: int) -> np.ndarray:
@@ -136,7 +127,8 @@ def smallplane_tasks(xf, cs, toff, q, wp, out, bias, act, params, res, post, ppa
                      groups, t0, t1):
     """Tasks ``t0:t1`` of ``out`` (M, oh, ow): task i is channel block ``i // groups`` over
     the ``i % groups``-th of ``groups`` runs of position tiles. xf: flattened phase planes;
-    q from ``position_offsets``; wp from ``pack``. Epilogue as ``conv_blocked.blocked_rows``.
+    q from ``position_offsets``; wp from ``conv_blocked.pack(w, CB)``. Epilogue as
+    ``conv_blocked.blocked_rows``.
     The reduction runs in slices of input channels whose packed weights (``K_STEPS`` taps of
     64 floats) stay in the L1 cache while every position tile of the task uses them."""
     M = out.shape[0]
@@ -181,7 +173,7 @@ class SmallPlanePlan:
 
     def __init__(self, gd, w: np.ndarray, in_hw, out_hw):
         self.gd = tuple(int(v) for v in gd)
-        self.wp = pack(w)
+        self.wp = pack(w, CB)  # [ceil(M/64)][C][taps][64]
         # 1x1, stride 1, no padding: the input planes serve as the phase planes
         self.direct = self.gd[:4] == (1, 1, 1, 1) and not any(self.gd[6:])
         if self.direct:

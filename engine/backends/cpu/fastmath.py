@@ -28,6 +28,7 @@ _LOG2E = F(1.4426950408889634)
 _LN2_HI = F(0.693145751953125)  # ln 2 split so n * _LN2_HI is exact for |n| < 2**11
 _LN2_LO = F(1.4286068203094173e-06)
 _EXP_LO, _EXP_HI = F(-104.0), F(89.0)
+_EXP_NORMAL = F(-87.3)  # e**x is a normal float32 from here up
 _HALF, _ONE, _TWO = F(0.5), F(1.0), F(2.0)
 #: 1/k! for k = 7..2: exp(r) = 1 + r + r^2 (1/2 + r (1/6 + ...)) on |r| <= ln2/2
 _E7, _E6, _E5 = F(1 / 5040), F(1 / 720), F(1 / 120)
@@ -58,10 +59,9 @@ def _pow2(n):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def exp_f32(x):
-    """e**x in float32. Range reduction x = n ln2 + r, a degree-7 polynomial for e**r, and
-    2**n applied as two halves so results near overflow and underflow come out right."""
-    c = _EXP_LO if x < _EXP_LO else (_EXP_HI if x > _EXP_HI else x)
+def _exp_parts(c):
+    """(p, n) with e**c = p * 2**n for a clamped float32 c: range reduction c = n ln2 + r
+    and a degree-7 polynomial p = e**r."""
     n = np.floor(c * _LOG2E + _HALF)
     r = (c - n * _LN2_HI) - n * _LN2_LO
     p = _E7
@@ -70,7 +70,14 @@ def exp_f32(x):
     p = p * r + _E4
     p = p * r + _E3
     p = p * r + _E2
-    p = (p * r) * r + r + _ONE
+    return (p * r) * r + r + _ONE, n
+
+
+@njit(inline="always", nogil=True, cache=True)
+def exp_f32(x):
+    """e**x in float32, with 2**n applied as two halves so results near overflow and
+    underflow come out right."""
+    p, n = _exp_parts(_EXP_LO if x < _EXP_LO else (_EXP_HI if x > _EXP_HI else x))
     half = np.floor(n * _HALF)
     y = p * _pow2(half) * _pow2(n - half)
     return y if x == x else x  # NaN fails every comparison above and is clamped: undo
@@ -82,18 +89,9 @@ def exp_le0(x):
     (x < -87.3) set to 0: softmax, erf and sigmoid need no more, and arithmetic on
     subnormal floats runs ~100x slower on x86 (a Softmax row half masked with -1e9 took
     2.4x as long with ``exp_f32``)."""
-    c = x if x > F(-87.3) else F(-87.3)
-    n = np.floor(c * _LOG2E + _HALF)
-    r = (c - n * _LN2_HI) - n * _LN2_LO
-    p = _E7
-    p = p * r + _E6
-    p = p * r + _E5
-    p = p * r + _E4
-    p = p * r + _E3
-    p = p * r + _E2
-    p = (p * r) * r + r + _ONE
-    y = p * _bits_to_f32(np.int32(n + F(127.0)) << 23)
-    y = y if x >= F(-87.3) else F(0.0)
+    p, n = _exp_parts(x if x > _EXP_NORMAL else _EXP_NORMAL)
+    y = p * _pow2(n)
+    y = y if x >= _EXP_NORMAL else F(0.0)
     return y if x == x else x
 
 
