@@ -110,6 +110,13 @@ def test_blocked_activations(rng, blocked_everywhere, nthreads, name, params):
     assert layer._cpu_conv_plan.kind == "blocked"
 
 
+def fused_reference(y, act, res, post):
+    """float64 ``post(act(y) + res)`` for the activation codes the fused tests use."""
+    y = _silu(y) if act == ACT_SILU else np.maximum(y, 0) if act == ACT_RELU else y
+    y = y + res
+    return np.maximum(y, 0) if post == ACT_RELU else _silu(y) if post == ACT_SILU else y
+
+
 @pytest.mark.parametrize("act,post", [(ACT_NONE, ACT_RELU), (ACT_SILU, ACT_NONE),
                                       (ACT_RELU, ACT_SILU)])
 def test_blocked_fused_residual(rng, blocked_everywhere, nthreads, act, post):
@@ -118,10 +125,7 @@ def test_blocked_fused_residual(rng, blocked_everywhere, nthreads, act, post):
     b = rng.standard_normal(11).astype(np.float32)
     res = rng.standard_normal((2, 11, 10, 9)).astype(np.float32)
     layer = _layer(pads=[1, 1, 1, 1], kernel_shape=[3, 3])
-    y = ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 1)
-    y = _silu(y) if act == ACT_SILU else np.maximum(y, 0) if act == ACT_RELU else y
-    y = y + res
-    y = np.maximum(y, 0) if post == ACT_RELU else _silu(y) if post == ACT_SILU else y
+    y = fused_reference(ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 1), act, res, post)
     got = kc.conv(layer, [x, wt, b], act=None if act == ACT_NONE else (act, 0.0, 0.0), res=res,
                   post=(post, 0.0, 0.0))
     assert layer._cpu_conv_plan.kind == "blocked"

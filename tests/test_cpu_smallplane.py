@@ -12,7 +12,8 @@ from engine.backends.cpu import conv_smallplane, threads
 from engine.backends.cpu import kernels_conv as kc
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU
 from engine.passes.fusion import apply_activation
-from tests.test_cpu_depthwise import _layer, _silu
+from tests.test_cpu_blocked_conv import fused_reference
+from tests.test_cpu_depthwise import _layer
 from tests.test_cpu_kernels import close, ref_conv
 
 
@@ -78,10 +79,7 @@ def test_smallplane_fused_residual(rng, smallplane_everywhere, nthreads, act, po
     b = rng.standard_normal(64).astype(np.float32)
     res = rng.standard_normal((2, 64, 13, 13)).astype(np.float32)
     layer = _layer(pads=[0, 0, 0, 0], kernel_shape=[1, 1])
-    y = ref_conv(x, wt, b, [1, 1], [0, 0, 0, 0], [1, 1], 1)
-    y = _silu(y) if act == ACT_SILU else np.maximum(y, 0) if act == ACT_RELU else y
-    y = y + res
-    y = np.maximum(y, 0) if post == ACT_RELU else _silu(y) if post == ACT_SILU else y
+    y = fused_reference(ref_conv(x, wt, b, [1, 1], [0, 0, 0, 0], [1, 1], 1), act, res, post)
     got = kc.conv(layer, [x, wt, b], act=None if act == ACT_NONE else (act, 0.0, 0.0), res=res,
                   post=(post, 0.0, 0.0))
     assert layer._cpu_conv_plan.kind == "smallplane"

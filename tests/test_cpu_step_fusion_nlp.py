@@ -65,10 +65,7 @@ def _attention_model(scale_op, mask, heads=3, seq=37, keys=45, dh=16):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("scale_op", [None, "Div", "Mul"])
-@pytest.mark.parametrize("mask", [None, "add", "where"])
-def test_attention_chain_is_one_step(scale_op, mask, rng):
-    b, h, s, m, dh = 2, 3, 37, 45, 16
+def _attention_feeds(rng, mask, b=2, h=3, s=37, m=45, dh=16):
     feeds = {"q": rng.normal(size=(b, h, s, dh)).astype(np.float32),
              "k": rng.normal(size=(b, h, dh, m)).astype(np.float32),
              "v": rng.normal(size=(b, h, m, 8)).astype(np.float32)}
@@ -77,6 +74,13 @@ def test_attention_chain_is_one_step(scale_op, mask, rng):
     elif mask == "where":
         feeds["mask"] = rng.random((s, m)) < 0.8
         feeds["mask"][:, 0] = True  # no fully masked row (that row is NaN everywhere)
+    return feeds
+
+
+@pytest.mark.parametrize("scale_op", [None, "Div", "Mul"])
+@pytest.mark.parametrize("mask", [None, "add", "where"])
+def test_attention_chain_is_one_step(scale_op, mask, rng):
+    feeds = _attention_feeds(rng, mask)
     got, unfused, want = _run(_attention_model(scale_op, mask), feeds, 1)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(unfused, want, rtol=2e-5, atol=2e-6)
@@ -92,16 +96,7 @@ def test_attention_heads_split_over_threads(mask, rng, monkeypatch):
     before = threads.threads()
     threads.set_threads(2)
     try:
-        b, h, s, m, dh = 2, 3, 37, 45, 16
-        feeds = {"q": rng.normal(size=(b, h, s, dh)).astype(np.float32),
-                 "k": rng.normal(size=(b, h, dh, m)).astype(np.float32),
-                 "v": rng.normal(size=(b, h, m, 8)).astype(np.float32)}
-        if mask == "add":
-            feeds["mask"] = np.where(rng.random((b, 1, 1, m)) < 0.3, -1e4, 0).astype(np.float32)
-        elif mask == "where":
-            feeds["mask"] = rng.random((s, m)) < 0.8
-            feeds["mask"][:, 0] = True
-        got, _, want = _run(_attention_model("Mul", mask), feeds, 1)
+        got, _, want = _run(_attention_model("Mul", mask), _attention_feeds(rng, mask), 1)
     finally:
         threads.set_threads(before)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
