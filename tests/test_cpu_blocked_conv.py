@@ -154,8 +154,8 @@ def test_blocked_nan_inf(rng, blocked_everywhere):
     (3, 64, 224, 7, 2, "blocked"),    # a 7x7 stride-2 stem
     (128, 32, 14, 3, 1, "blocked"),   # densenet's growth layers at 14x14
     (64, 64, 56, 3, 1, "winograd"),   # F(4,3) with 64 input channels
-    (64, 96, 28, 3, 1, "blocked"),    # F(2,3) with few output channels
-    (128, 128, 28, 3, 1, "winograd"),
+    (48, 96, 28, 3, 1, "blocked"),    # F(2,3) with few output channels
+    (128, 192, 28, 3, 1, "winograd"),
     (64, 128, 28, 1, 2, "im2col"),    # strided 1x1
 ])
 def test_blocked_rule(rng, c, m, side, kernel, strides, kind):

@@ -41,6 +41,9 @@ SMALL = [  # (C, M, H, W, kernel, strides, pads)
     (30, 80, 14, 14, (1, 1), (2, 2), (0, 0, 0, 0)),    # strided 1x1 (a downsample)
     (150, 128, 4, 4, (3, 3), (1, 1), (1, 1, 1, 1)),    # several slices of the reduction
     (8, 64, 1, 1, (1, 1), (1, 1), (0, 0, 0, 0)),       # one position
+    (150, 96, 7, 7, (3, 3), (1, 1), (1, 1, 1, 1)),     # a 32-channel last block, sliced
+    (16, 20, 6, 6, (3, 3), (1, 1), (1, 1, 1, 1)),      # only a 32-channel block
+    (40, 160, 11, 3, (1, 1), (1, 1), (0, 0, 0, 0)),    # 33 positions: a partial tile of 8
 ]
 
 
@@ -105,8 +108,14 @@ def test_smallplane_nan(rng, smallplane_everywhere):
     (2048, 512, 7, 1, "smallplane"),
     (256, 256, 14, 3, "smallplane"),
     (256, 1024, 14, 1, "pointwise"),  # 1x1 on 14x14: sgemm
-    (128, 32, 14, 3, "blocked"),      # too few output channels
-    (64, 64, 28, 3, "blocked"),       # a larger plane
+    (128, 32, 14, 3, "blocked"),      # too few output channels for a 14x14 plane
+    (128, 32, 28, 3, "smallplane"),   # ... but not for a 28x28 one (densenet's growth)
+    (64, 64, 28, 3, "smallplane"),    # 28x28 with enough input channels
+    (32, 64, 28, 3, "blocked"),       # ... and with too few
+    (48, 64, 40, 3, "blocked"),       # a larger plane
+    (1024, 128, 7, 1, "smallplane"),  # 1x1 on 7x7 from 128K weights
+    (832, 128, 7, 1, "pointwise"),    # ... fewer: sgemm
+    (1024, 1000, 1, 1, "pointwise"),  # one position
 ])
 def test_smallplane_rule(rng, c, m, side, kernel, kind):
     x = rng.standard_normal((1, c, side, side)).astype(np.float32)

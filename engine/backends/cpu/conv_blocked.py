@@ -27,7 +27,7 @@ from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, act_plane
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
-from engine.backends.cpu.simd import vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
 
 #: output channels per register tile (weights are packed in blocks of this many)
 R = 8
@@ -60,12 +60,13 @@ def wanted(C: int, M: int, kernel, out_shape, wino: int) -> bool:
 
 def pack(w: np.ndarray, block: int = R) -> np.ndarray:
     """Weights (M, C, kh, kw) as [ceil(M/block)][C][kh*kw][block] float32, zero rows padding
-    M: a tap's ``block`` output-channel weights are one contiguous run."""
+    M: a tap's ``block`` output-channel weights are one contiguous run, 64-byte aligned."""
     M, C = w.shape[:2]
     nb = -(-M // block)
-    wp = np.zeros((nb * block, C, w.shape[2] * w.shape[3]), np.float32)
-    wp[:M] = w.reshape(M, C, -1)
-    return np.ascontiguousarray(wp.reshape(nb, block, C, -1).transpose(0, 2, 3, 1))
+    taps = w.shape[2] * w.shape[3]
+    wp = np.zeros((nb * block, C, taps), np.float32)
+    wp[:M] = w.reshape(M, C, taps)
+    return aligned(wp.reshape(nb, block, C, taps).transpose(0, 2, 3, 1))
 
 
 def tap_offsets(gd, Hq: int, Wq: int) -> np.ndarray:

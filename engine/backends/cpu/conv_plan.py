@@ -132,7 +132,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
                                             (1, *x.shape[2:]), (1, *g.out_shape))
     if (plan.kind in ("im2col", "pointwise", "blocked") and g.rank == 2 and group == 1
             and x.dtype == np.float32 and winograd.FORCE is None
-            and conv_smallplane.wanted(C, M, g.kernel, g.out_shape)):
+            and conv_smallplane.wanted(C, M, g.kernel, g.out_shape, m)):
         plan.kind = "smallplane"
         gd = (*g.kernel, *g.strides, *g.dilations, *g.pads_begin)
         plan.sp = conv_smallplane.SmallPlanePlan(gd, w, x.shape[2:], g.out_shape)

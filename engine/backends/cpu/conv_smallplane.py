@@ -31,35 +31,52 @@ from engine.backends.cpu.simd import vbcast, vfma, vload, vstore, vzero
 CB = 64
 #: output positions per tile
 NP = 6
+#: output channels and positions per tile of the last block when M % 64 is 1..32
+TB, NPT = 32, 8
 #: input channel x tap steps per slice of the reduction: 32 KB of packed weights, which stay
 #: in L1 while every position tile of a task uses them (64 and 256 measured no better or
 #: slower on resnet50's 7x7 and 14x14 layers)
 K_STEPS = 128
+#: most position tiles accumulated at once (96 KB of accumulators, in the core's L2 cache);
+#: a task over more runs through them in pieces
+TASK_TILES = 64
 #: fewest multiply-adds per parallel chunk
 CHUNK_MACS = 2_000_000
 #: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
 ENABLED = True
 
 
-def wanted(C: int, M: int, kernel, out_shape) -> bool:
-    """Whether an ungrouped float32 2-D Conv runs here: at least 64 output channels (a
-    tile's channel block) and small output planes, where row vectors waste most. Measured
-    per layer against the other kinds (2 threads): 3x3 kernels on 7x7 to 14x14 planes ran
-    1.0-1.5x faster than the blocked kernel (C = 96 at 14x14: 0.95x); 1x1 kernels beat sgemm
-    on 7x7 planes (1.0-1.4x) from 128K weights up, but not on 14x14 ones (0.7-0.85x)."""
+def wanted(C: int, M: int, kernel, out_shape, wino: int = 0) -> bool:
+    """Whether an ungrouped float32 2-D Conv runs here; ``wino`` is the Winograd tile
+    ``kernels_winograd.choose`` picked (0: none). Measured per layer on every such Conv of
+    the zoo and the families against the kind that would run otherwise (2 threads):
+
+    * kernels larger than 1x1 on planes up to 14x14 with M >= 64: 1.0-1.5x faster than the
+      blocked kernel; on 20x20 to 28x28 planes with C >= 64: 1.15-1.45x faster than the
+      blocked kernel (densenet's 128 -> 32 growth layers included) and 1.15-1.3x than
+      Winograd F(2,3) with M <= 128 (0.9-1.0x with more output channels); larger planes,
+      fewer input channels and rows longer than 28: 0.2-1.0x;
+    * 1x1 kernels: on 7x7 planes from 128K weights up, 1.0-1.4x faster than sgemm in
+      resnet50. Alone, 1x1 layers with 64K weights ran 1.05-1.35x faster on 7x7 planes and
+      1.05-1.15x on 14x14 planes as well; but inside densenet121, whose weights come from
+      the L3 cache on every run, the same layers ran 1.05-1.6x slower than sgemm.
+    """
     P = int(np.prod(out_shape))
-    if not ENABLED or M < CB or out_shape[-1] > 16:  # long rows: the row-vector kernels
+    if not ENABLED or out_shape[-1] > 28:  # long rows: the row-vector kernels
         return False
-    if max(kernel) == 1:  # small products (MobileNetV3's 96 x 288) stay with sgemm
-        return P <= 64 and C * M >= 131072
-    return P <= 196 and C >= 32
+    if max(kernel) == 1:
+        return M >= CB and 25 <= P <= 64 and C * M >= 131072
+    if P <= 196:
+        return C >= 32 and M >= CB
+    return P <= 784 and C >= 64 and (M <= 128 or not wino)
 
 
-def position_offsets(oh: int, ow: int, Wq: int) -> np.ndarray:
-    """Offset of each output position in a phase plane, padded to whole tiles by repeating
-    the last position (its extra results are computed and dropped)."""
+def position_offsets(oh: int, ow: int, Wq: int, per_tile: int = NP) -> np.ndarray:
+    """Offset of each output position in a phase plane, padded to whole tiles of
+    ``per_tile`` by repeating the last position (its extra results are computed and
+    dropped)."""
     P = oh * ow
-    n = -(-P // NP) * NP
+    n = -(-P // per_tile) * per_tile
     p = np.minimum(np.arange(n), P - 1)
     return ((p // ow) * Wq + p % ow).astype(np.int64)
 
@@ -123,11 +140,61 @@ def _tile(xf, cs, toff, wf, k, c0, c1, q, j0, acc, first):
 
 
 @njit(**_OPTS)
-def smallplane_tasks(xf, cs, toff, q, wp, out, bias, act, params, res, post, pparams,
+def _tile32(xf, cs, toff, wf, k, c0, c1, q, j0, acc, first):
+    """``_tile`` for a block of 32 channels (the last block when M % 64 is 1..32): 2 weight
+    vectors x 8 positions (``acc[(j0 + j) * 32 + v * 16:]``). 12 positions (24 accumulators)
+    ran slower: LLVM loads all 12 broadcasts first and spills accumulators to the stack."""
+    if first:
+        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vzero()
+        b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = vzero()
+    else:
+        o = j0 * TB
+        a0, b0, a1, b1 = vload(acc, o), vload(acc, o + 16), vload(acc, o + 32), vload(acc, o + 48)
+        a2, b2, a3, b3 = (vload(acc, o + 64), vload(acc, o + 80), vload(acc, o + 96),
+                          vload(acc, o + 112))
+        a4, b4, a5, b5 = (vload(acc, o + 128), vload(acc, o + 144), vload(acc, o + 160),
+                          vload(acc, o + 176))
+        a6, b6, a7, b7 = (vload(acc, o + 192), vload(acc, o + 208), vload(acc, o + 224),
+                          vload(acc, o + 240))
+    q0, q1, q2, q3 = q[j0], q[j0 + 1], q[j0 + 2], q[j0 + 3]
+    q4, q5, q6, q7 = q[j0 + 4], q[j0 + 5], q[j0 + 6], q[j0 + 7]
+    T = toff.shape[0]
+    for c in range(c0, c1):
+        for t in range(T):
+            base = c * cs + toff[t]
+            w0, w1 = vload(wf, k), vload(wf, k + 16)
+            x = vbcast(xf, base + q0)
+            a0, b0 = vfma(w0, x, a0), vfma(w1, x, b0)
+            x = vbcast(xf, base + q1)
+            a1, b1 = vfma(w0, x, a1), vfma(w1, x, b1)
+            x = vbcast(xf, base + q2)
+            a2, b2 = vfma(w0, x, a2), vfma(w1, x, b2)
+            x = vbcast(xf, base + q3)
+            a3, b3 = vfma(w0, x, a3), vfma(w1, x, b3)
+            x = vbcast(xf, base + q4)
+            a4, b4 = vfma(w0, x, a4), vfma(w1, x, b4)
+            x = vbcast(xf, base + q5)
+            a5, b5 = vfma(w0, x, a5), vfma(w1, x, b5)
+            x = vbcast(xf, base + q6)
+            a6, b6 = vfma(w0, x, a6), vfma(w1, x, b6)
+            x = vbcast(xf, base + q7)
+            a7, b7 = vfma(w0, x, a7), vfma(w1, x, b7)
+            k += TB
+    for j, (a, b) in enumerate(((a0, b0), (a1, b1), (a2, b2), (a3, b3), (a4, b4), (a5, b5),
+                                (a6, b6), (a7, b7))):
+        o = (j0 + j) * TB
+        vstore(acc, o, a)
+        vstore(acc, o + 16, b)
+
+
+@njit(**_OPTS)
+def smallplane_tasks(xf, cs, toff, q, wp, qt, wt, out, bias, act, params, res, post, pparams,
                      groups, t0, t1):
     """Tasks ``t0:t1`` of ``out`` (M, oh, ow): task i is channel block ``i // groups`` over
     the ``i % groups``-th of ``groups`` runs of position tiles. xf: flattened phase planes;
-    q from ``position_offsets``; wp from ``conv_blocked.pack(w, CB)``. Epilogue as
+    q from ``position_offsets``; wp from ``conv_blocked.pack(w, CB)``: the blocks of 64;
+    wt (a block of 32 channels after them, or empty) and qt (positions in tiles of 8) the
+    same for the last channels when M % 64 is 1..32. Epilogue as
     ``conv_blocked.blocked_rows``.
     The reduction runs in slices of input channels whose packed weights (``K_STEPS`` taps of
     64 floats) stay in the L1 cache while every position tile of the task uses them."""
@@ -135,45 +202,59 @@ def smallplane_tasks(xf, cs, toff, q, wp, out, bias, act, params, res, post, ppa
     P = out.shape[1] * out.shape[2]
     out2 = out.reshape(M, P)
     res2 = res.reshape(res.shape[0], -1)
-    C, T = wp.shape[1], wp.shape[2]
-    wf = wp.reshape(-1)
+    nfull, C, T = wp.shape[0], wp.shape[1], wp.shape[2]
+    wf, wtf = wp.reshape(-1), wt.reshape(-1)
     p0, p1 = params[0], params[1]
     r0, r1 = pparams[0], pparams[1]
     zero = p0 - p0
     has_res = res.shape[0] > 0
-    ntiles = q.shape[0] // NP
-    acc = np.empty(q.shape[0] * CB, np.float32)
-    sc = np.empty(CB * P, np.float32)
+    # scratch for one run of at most TASK_TILES tiles, indexed from the run's first position
+    acc = np.empty(TASK_TILES * max(NP * CB, NPT * TB), np.float32)
+    sc = np.empty(CB * TASK_TILES * max(NP, NPT), np.float32)
     kc = max(1, K_STEPS // T)
     for task in range(t0, t1):
         mb, g = task // groups, task % groups
-        j_lo, j_hi = ntiles * g // groups * NP, ntiles * (g + 1) // groups * NP
-        for c0 in range(0, C, kc):
-            c1 = min(C, c0 + kc)
-            k = (mb * C + c0) * T * CB
-            for j0 in range(j_lo, j_hi, NP):
-                _tile(xf, cs, toff, wf, k, c0, c1, q, j0, acc, c0 == 0)
-        j_hi = min(P, j_hi)
-        for j in range(j_lo, j_hi):
-            for u in range(CB):
-                sc[u * P + j] = acc[j * CB + u]
-        for u in range(min(CB, M - mb * CB)):
-            m = mb * CB + u
-            b = bias[m] if bias.shape[0] > 0 else zero
-            dst = out2[m, j_lo:j_hi].reshape(1, j_hi - j_lo)
-            act_plane(sc[u * P + j_lo:], P, dst, b, act, p0, p1)
-            if has_res:
-                add_residual_post(dst, res2[m, j_lo:j_hi].reshape(1, j_hi - j_lo), post, r0, r1)
+        tail = mb == nfull
+        width, npt = (TB, NPT) if tail else (CB, NP)
+        ntiles = (qt.shape[0] if tail else q.shape[0]) // npt
+        j_lo, j_hi = ntiles * g // groups * npt, ntiles * (g + 1) // groups * npt
+        for r_lo in range(j_lo, j_hi, TASK_TILES * npt):
+            r_hi = min(j_hi, r_lo + TASK_TILES * npt)
+            for c0 in range(0, C, kc):
+                c1 = min(C, c0 + kc)
+                for j0 in range(r_lo, r_hi, npt):
+                    if tail:
+                        _tile32(xf, cs, toff, wtf, c0 * T * TB, c0, c1, qt[r_lo:], j0 - r_lo,
+                                acc, c0 == 0)
+                    else:
+                        _tile(xf, cs, toff, wf, (mb * C + c0) * T * CB, c0, c1, q[r_lo:],
+                              j0 - r_lo, acc, c0 == 0)
+            n = min(P, r_hi) - r_lo
+            for j in range(n):
+                for u in range(width):
+                    sc[u * n + j] = acc[j * width + u]
+            for u in range(min(width, M - mb * CB)):
+                m = mb * CB + u
+                b = bias[m] if bias.shape[0] > 0 else zero
+                dst = out2[m, r_lo:r_lo + n].reshape(1, n)
+                act_plane(sc[u * n:], n, dst, b, act, p0, p1)
+                if has_res:
+                    add_residual_post(dst, res2[m, r_lo:r_lo + n].reshape(1, n), post, r0, r1)
 
 
 class SmallPlanePlan:
     """What a Conv layer keeps for this kernel: geometry, packed weights, offsets."""
 
-    __slots__ = ("gd", "wp", "toff", "q", "nph", "Hq", "Wq", "direct")
+    __slots__ = ("gd", "wp", "wt", "toff", "q", "qt", "nph", "Hq", "Wq", "direct")
 
     def __init__(self, gd, w: np.ndarray, in_hw, out_hw):
         self.gd = tuple(int(v) for v in gd)
-        self.wp = pack(w, CB)  # [ceil(M/64)][C][taps][64]
+        M = w.shape[0]
+        # a last block of 1..32 channels runs as 32 (a 64-wide block would compute up to 63
+        # padding channels: inception's 160-channel layers took as long as 192-channel ones)
+        nfull = M // CB if 0 < M % CB <= TB else -(-M // CB)
+        self.wp = pack(w[:nfull * CB], CB)  # [nfull][C][taps][64]
+        self.wt = pack(w[nfull * CB:], TB) if nfull * CB < M else self.wp[:0]
         # 1x1, stride 1, no padding: the input planes serve as the phase planes
         self.direct = self.gd[:4] == (1, 1, 1, 1) and not any(self.gd[6:])
         if self.direct:
@@ -182,6 +263,7 @@ class SmallPlanePlan:
             self.nph, self.Hq, self.Wq = phase_shape(self.gd, *in_hw, *out_hw)
         self.toff = tap_offsets(self.gd, self.Hq, self.Wq)
         self.q = position_offsets(out_hw[0], out_hw[1], self.Wq)
+        self.qt = position_offsets(out_hw[0], out_hw[1], self.Wq, NPT)
 
 
 def run(sp: SmallPlanePlan, bias, x, out, act, params, res3, post) -> np.ndarray:
@@ -190,7 +272,7 @@ def run(sp: SmallPlanePlan, bias, x, out, act, params, res3, post) -> np.ndarray
     N, C, H, W = x.shape
     M, oh, ow = out.shape[1:]
     cs = sp.nph * sp.Hq * sp.Wq
-    nblocks = sp.wp.shape[0]
+    nblocks = sp.wp.shape[0] + sp.wt.shape[0]
     ntiles = sp.q.shape[0] // NP
     macs_tile = CB * C * sp.toff.shape[0] * NP
     # enough tasks for every thread: position runs of a channel block when blocks are few
@@ -206,7 +288,7 @@ def run(sp: SmallPlanePlan, bias, x, out, act, params, res3, post) -> np.ndarray
         res = none if res3 is None else res3[n].reshape(out.shape[1:])
         threads.parallel_for(
             lambda lo, hi, o=out[n], res=res, xf=xf: smallplane_tasks(
-                xf, cs, sp.toff, sp.q, sp.wp, o, bias, act, params, res, post[0], post[1],
-                groups, lo, hi),
+                xf, cs, sp.toff, sp.q, sp.wp, sp.qt, sp.wt, o, bias, act, params, res, post[0],
+                post[1], groups, lo, hi),
             nblocks * groups, grain=grain)
     return out
