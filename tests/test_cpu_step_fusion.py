@@ -12,8 +12,8 @@ from engine import ModelLoader, Worker
 RNG = np.random.default_rng(7)
 
 
-def _model(nodes, inits, extra_inputs=(), out_shape=None, opset=17):
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 9, 9])]
+def _model(nodes, inits, extra_inputs=(), out_shape=None, opset=17, x_shape=(1, 6, 9, 9)):
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))]
     inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in extra_inputs]
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape or ["a", "b", "c", "d"])
     graph = helper.make_graph(nodes, "g", inputs, [out],
@@ -107,3 +107,44 @@ def test_intermediate_read_twice_is_not_fused():
              helper.make_node("Mul", ["s", "t"], ["u"]),
              helper.make_node("Add", ["u", "s"], ["y"])]
     _check(_model(nodes, _conv_inits()), {"x": _x()}, 0)
+
+
+def _fire(extra=()):
+    """A SqueezeNet fire module: a 1x1 squeeze, then 1x1 and 3x3 expands concatenated."""
+    inits = {"ws": RNG.normal(0, 0.4, (4, 6, 1, 1)).astype(np.float32),
+             "w1": RNG.normal(0, 0.4, (5, 4, 1, 1)).astype(np.float32),
+             "b1": RNG.normal(0, 0.3, 5).astype(np.float32),
+             "w3": RNG.normal(0, 0.3, (7, 4, 3, 3)).astype(np.float32),
+             "b3": RNG.normal(0, 0.3, 7).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "ws"], ["s"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["s"], ["sr"]),
+             helper.make_node("Conv", ["sr", "w1", "b1"], ["e1"], kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["e1"], ["r1"]),
+             helper.make_node("Conv", ["sr", "w3", "b3"], ["e3"], kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["e3"], ["r3"]),
+             helper.make_node("Concat", ["r1", "r3", *extra], ["y"], axis=1)]
+    return nodes, inits
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_convs_write_into_their_concat(batch):
+    """Batch 1: both expands write their channels of the Concat's output; batch 2 (channel
+    runs are not contiguous there): the fused step declines and the layers run as they are."""
+    nodes, inits = _fire()
+    proto = _model(nodes, inits, x_shape=("n", 6, 9, 9))
+    x = RNG.normal(0, 1, (batch, 6, 9, 9)).astype(np.float32)
+    _check(proto, {"x": x}, 1)
+
+
+def test_concat_with_an_input_that_is_no_conv_is_not_fused():
+    nodes, inits = _fire(extra=("sr",))
+    _check(_model(nodes, inits), {"x": _x()}, 0)
+
+
+def test_concat_of_a_conv_read_elsewhere_is_not_fused():
+    nodes, inits = _fire()
+    nodes[-1] = helper.make_node("Concat", ["r1", "r3"], ["c"], axis=1)
+    nodes.append(helper.make_node("ReduceSum", ["r3"], ["m"], keepdims=1))
+    nodes.append(helper.make_node("Add", ["c", "m"], ["y"]))
+    _check(_model(nodes, inits), {"x": _x()}, 0)

@@ -88,13 +88,15 @@ def Conv(layer, inputs):
     return conv(layer, inputs)
 
 
-def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
+def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None):
     """Conv; ``act`` (code, p0, p1) overrides the layer's fused activation, and ``res`` (an
-    array of the output's shape) is added after it, followed by the activation ``post``."""
+    array of the output's shape) is added after it, followed by the activation ``post``.
+    ``out``: a C-contiguous array of the output's shape and dtype to write (None: a new
+    one), e.g. a slice of a concatenation's output."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
-        if act is not None or res is not None:
+        if act is not None or res is not None or out is not None:
             return None  # the caller runs the absorbed layers itself
         return Conv(layer, [None if a is None else a.astype(np.float32)
                             for a in inputs]).astype(np.float16)
@@ -109,7 +111,11 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0)):
         if res.dtype != x.dtype or res.shape != (N, M, *plan.out_shape):
             return None  # the caller runs the absorbed layers itself
         res3 = carr(res).reshape(N, M, P)
-    out = np.empty((N, M, *plan.out_shape), x.dtype)
+    if out is None:
+        out = np.empty((N, M, *plan.out_shape), x.dtype)
+    elif out.shape != (N, M, *plan.out_shape) or out.dtype != x.dtype \
+            or not out.flags.c_contiguous:
+        return None
     out3 = out.reshape(N, M, P)
     x = carr(x)
     if plan.kind == "depthwise":

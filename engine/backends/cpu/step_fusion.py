@@ -11,6 +11,8 @@ reads, saving a pass over memory and a layer's dispatch:
   activation becomes the Conv's epilogue (when the Conv has no fused activation yet);
   HardSwish and HardSigmoid written out with Add/Clip/Mul/Div likewise
   (``step_fusion_conv``);
+* Convs whose outputs are all of a channel Concat's inputs write into its output
+  (``step_fusion_concat``);
 * squeeze-and-excitation (GlobalAveragePool, two 1x1 Convs, Mul) as one step
   (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
@@ -32,6 +34,7 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
+from engine.backends.cpu.step_fusion_concat import match_concat_of_convs
 from engine.backends.cpu.step_fusion_conv import (
     match_clip_div,
     match_hswish_exported,
@@ -79,7 +82,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
         if i in owner or st[3] is None or st[1] is None or not _plain(layer):
             continue
         if layer.op_type == "Conv":
-            fused = _conv_chain(i, steps, st[3], only_users, constants)
+            fused = _conv_chain(i, steps, st[3], only_users, constants) \
+                or match_concat_of_convs(i, steps, st[3], only_users, constants)
         elif layer.op_type == "GlobalAveragePool":
             fused = match_squeeze_excite(i, steps, st[3], only_users, constants)
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
