@@ -148,3 +148,17 @@ def test_concat_of_a_conv_read_elsewhere_is_not_fused():
     nodes.append(helper.make_node("ReduceSum", ["r3"], ["m"], keepdims=1))
     nodes.append(helper.make_node("Add", ["c", "m"], ["y"]))
     _check(_model(nodes, inits), {"x": _x()}, 0)
+
+
+@pytest.mark.parametrize("c,side", [(8, 9), (128, 40)])  # one stacked product / split
+def test_grouped_pointwise_conv_residual(c, side):
+    """ShuffleNet's grouped 1x1 Conv -> Add (residual) -> Relu: the residual in the grouped
+    products' epilogue."""
+    inits = {"w": RNG.normal(0, 0.3, (c, c // 4, 1, 1)).astype(np.float32),
+             "b": RNG.normal(0, 0.3, c).astype(np.float32)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], kernel_shape=[1, 1], group=4),
+             helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Add", ["t", "r"], ["u"]),
+             helper.make_node("Relu", ["u"], ["y"])]
+    x = RNG.normal(0, 1, (1, c, side, side)).astype(np.float32)
+    _check(_model(nodes, inits, x_shape=x.shape), {"x": x}, 1)

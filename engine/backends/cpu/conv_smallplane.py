@@ -42,6 +42,8 @@ K_STEPS = 128
 TASK_TILES = 64
 #: fewest multiply-adds per parallel chunk
 CHUNK_MACS = 2_000_000
+#: most output positions of a plane this kernel takes from kernels larger than 1x1 (28x28)
+LARGE_PLANE = 784
 #: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
 ENABLED = True
 
@@ -68,7 +70,7 @@ def wanted(C: int, M: int, kernel, out_shape, wino: int = 0) -> bool:
         return M >= CB and 25 <= P <= 64 and C * M >= 131072
     if P <= 196:
         return C >= 32 and M >= CB
-    return P <= 784 and C >= 64 and (M <= 128 or not wino)
+    return P <= LARGE_PLANE and C >= 64 and (M <= 128 or not wino)
 
 
 def position_offsets(oh: int, ow: int, Wq: int, per_tile: int = NP) -> np.ndarray:

@@ -178,22 +178,25 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
                 og = out3[n, k * Mg:(k + 1) * Mg]
                 np.matmul(w2[k * Mg:(k + 1) * Mg], x3[n, k * Cg:(k + 1) * Cg, c0:c1],
                           out=og[:, c0:c1])
-                epi = _epi(og, plan.bg[k], plan, a0, params)
+                epi = _epi(og, plan.bg[k], plan, a0, params,
+                           None if res3 is None else res3[n, k * Mg:(k + 1) * Mg], fz)
                 if epi is not None:
                     epi(0, Mg, c0, c1)
 
         if N * M * Cg * P >= threads.SPLIT_MIN_FLOPS:
             threads.parallel_for(products, N * group * blocks)
-            return _residual(out, out3, res3, fz)
+            return out
         # small: all groups in one stacked product (NumPy loops over them in C) and one
-        # epilogue pass, ~15 us less per layer than a product and epilogue call per group
+        # epilogue pass (residual included), ~15 us less per layer than a product and
+        # epilogue call per group
         wg3 = w2.reshape(group, Mg, Cg)
         for n in range(N):
             np.matmul(wg3, x3[n].reshape(group, Cg, P), out=out3[n].reshape(group, Mg, P))
-            epi = _epi(out3[n], plan.b, plan, a0, params)
+            epi = _epi(out3[n], plan.b, plan, a0, params, None if res3 is None else res3[n],
+                       fz)
             if epi is not None:
                 epi(0, M, 0, P)
-        return _residual(out, out3, res3, fz)
+        return out
     ow, rows, per = plan.ow, plan.rows, plan.per
     for n in range(N):
         for k in range(group):
@@ -220,20 +223,6 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
                         epi(0, Mg, s0 * ow, s1 * ow)
 
             threads.parallel_for(tile, plan.ntiles)
-    return out
-
-
-def _residual(out: np.ndarray, out3: np.ndarray, res3, fz) -> np.ndarray:
-    """The residual and ``post`` as a pass of their own (paths whose epilogue has none)."""
-    if res3 is not None:
-        empty, none = np.zeros(0, out3.dtype), np.zeros(2, out3.dtype)
-        for n in range(out3.shape[0]):
-            o, r = out3[n], res3[n]
-            threads.parallel_for(
-                lambda lo, hi, o=o, r=r: bias_res_act_rows(o, empty, ACT_NONE, none, r,
-                                                          fz.post[0], fz.pparams, lo, hi, 0,
-                                                          o.shape[1]),
-                o.shape[0], grain=max(1, 16384 // max(1, o.shape[1])))
     return out
 
 
