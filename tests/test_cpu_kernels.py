@@ -386,3 +386,21 @@ def test_fusion_preserves_results(rng):
         for got_f, got_p, want in zip(results[0], results[1], expected):
             close(got_f, want.astype(np.float64), 1e-4)
             close(got_p, want.astype(np.float64), 1e-4)
+
+
+def test_split_views_follow_shape_and_sizes(rng):
+    """Split keeps its slices per input shape and split sizes: a new shape or new sizes on
+    the same layer give the right parts, which share the input's memory (no copy)."""
+    from engine.backends.cpu import kernels_tensor as kt
+    from engine.model import Layer
+
+    layer = Layer("s", "Split", ["x", "n"], ["a", "b", "c"], {"axis": -1}, opset=18)
+    for shape, sizes in [((2, 3, 10), [2, 3, 5]), ((2, 3, 10), [6, 1, 3]),
+                         ((4, 7), [1, 1, 5])]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        parts = kt.Split(layer, [x, np.array(sizes, np.int64)])
+        want = np.split(x, np.cumsum(sizes)[:-1], axis=-1)
+        assert [p.shape for p in parts] == [w.shape for w in want]
+        for p, w in zip(parts, want):
+            np.testing.assert_array_equal(p, w)
+            assert np.shares_memory(p, x)
