@@ -24,6 +24,9 @@ from engine.ops.base import Meta, meta_of
 from engine.plan import NATIVE, SYMBOLIC, UNDECIDED, Placement, Plan
 from engine.profile import LayerTiming
 from engine.run_branch import run_if as _run_if
+from engine.step_memo import keepable as memo_keepable
+from engine.step_memo import key_of as memo_key
+from engine.step_memo import same_objects as memo_same
 from engine.tensor import Stored, free_released
 
 
@@ -47,23 +50,28 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
     cpu = worker._cpu
     free_released()
     steps = worker._cpu_steps(fused=not keep)
+    memo_kinds, memo = worker._cpu_memo(fused=not keep)
     values: dict[str, Any] = dict(feeds)
     values.update(worker._constants)
     marks: list[float] = []
     mark, clock = marks.append, time.perf_counter
     t_run = clock()
     cpu.begin_run()
-    for layer, fn, in_names, single, out_names, gone, absorbed, parts in steps:
+    for k, (layer, fn, in_names, single, out_names, gone, absorbed, parts) in enumerate(steps):
         args = [values[n] if n else None for n in in_names]
         t0 = clock()
         if fn is None:  # no kernel: run_layer raises the user-facing error
             cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
-        try:
-            result = fn(layer, args)
-        except (KernelError, UnsupportedOpError):
-            raise
-        except Exception as exc:
-            raise kernel_failure(layer, exc) from exc
+        if memo_kinds[k]:
+            result = _memo_step(memo, k, memo_kinds[k], fn, layer, args,
+                                worker._const_values)
+        else:
+            try:
+                result = fn(layer, args)
+            except (KernelError, UnsupportedOpError):
+                raise
+            except Exception as exc:
+                raise kernel_failure(layer, exc) from exc
         if parts is not None and result is None:  # the fused kernel declined these inputs
             for part in parts:
                 _run_step(cpu, part, values)
@@ -97,6 +105,29 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
         else:
             value = values[name]
             fut.set_result(Stored(cpu, value, meta_of(value)))
+
+
+def _memo_step(memo: list, k: int, kind: int, fn, layer: Layer, args: list, constants):
+    """Step ``k``'s result: the kept one when its inputs repeat (``step_memo``), else the
+    kernel's (kept for the next run when small). A slot holds (key, result, the input
+    objects themselves unless the step is a Shape of a data tensor)."""
+    hit = memo[k]
+    if hit is not None and kind == 1 and memo_same(args, hit[2]):
+        return hit[1]
+    key = memo_key(args, kind, constants)
+    if key is not None and hit is not None and hit[0] == key:
+        if kind == 1:
+            memo[k] = (key, hit[1], tuple(args))
+        return hit[1]
+    try:
+        result = fn(layer, args)
+    except (KernelError, UnsupportedOpError):
+        raise
+    except Exception as exc:
+        raise kernel_failure(layer, exc) from exc
+    if key is not None and memo_keepable(result):
+        memo[k] = (key, result, tuple(args) if kind == 1 else None)
+    return result
 
 
 #: CPU values up to this many elements take part in a support check's cache key (shapes,

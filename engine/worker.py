@@ -40,6 +40,7 @@ from engine.plan import (
 )
 from engine.profile import Profile
 from engine.run_loops import Slot, meta_of, run_on_cpu, run_placed
+from engine.step_memo import eligible
 from engine.tensor import Tensor, free_released
 from engine.worker_steps import RunProfiles, Steps, build_cpu_steps
 
@@ -84,6 +85,7 @@ class Worker:
         #: id -> value of the model's constant arrays (fixed for the worker's life)
         self._const_values = {id(s.cpu): s.cpu for s in self._const_slots.values()}
         self._cpu_plan: dict[bool, list[tuple]] | None = None
+        self._memos: dict[bool, tuple[list[int], list]] = {}
         self._profiles = RunProfiles(self.backend_type.value)
         self._outputs: dict[str, Tensor] = {}
         self._live: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -158,6 +160,15 @@ class Worker:
         """Live tensor bytes on the CPU and the device along the execution order, for the
         last scheduled shapes, with the peak and the tensors alive at it."""
         return memory_timeline(self.model, self._analysis_plan(), self._last_use)
+
+    def _cpu_memo(self, fused: bool = True) -> tuple[list[int], list]:
+        """Which CPU steps keep their results while their inputs repeat (``step_memo``),
+        and the kept (key, result) per step."""
+        if self._memos.get(fused) is None:
+            kinds = eligible(self._cpu_steps(fused), self._constants,
+                             {o.name for o in self.model.outputs})
+            self._memos[fused] = (kinds, [None] * len(kinds))
+        return self._memos[fused]
 
     def _cpu_steps(self, fused: bool = True) -> list[tuple]:
         """The CPU run loop's steps (``build_cpu_steps``), derived once. ``fused`` plans
