@@ -136,9 +136,15 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
         rows_c = np.ascontiguousarray(np.broadcast_to(mask.reshape(own), own[:-2] + (L, M)))
         full_mask = np.broadcast_to(rows_c, lead + (L, M))
     n = int(np.prod(lead, dtype=np.int64))
-    q3 = np.ascontiguousarray(q).reshape(n, L, d)
-    k3 = np.ascontiguousarray(k).reshape(n, d, M)
-    v3 = np.ascontiguousarray(v).reshape(n, M, dv)
+    batched = n > 1 and L and M and L * M * 4 <= BATCHED_HEAD_BYTES \
+        and n * L * M * 4 <= BATCHED_BYTES
+    # batched heads: views where the leading dims merge (a transposed [B, L, H, D] does),
+    # the products take each head's strided rows as they are; long sequences read each
+    # head many times (a block of rows at a time) and run faster on contiguous copies
+    # (whisper's 1500 tokens: 3% slower on views)
+    q3, k3, v3 = q.reshape(n, L, d), k.reshape(n, d, M), v.reshape(n, M, dv)
+    if not batched:
+        q3, k3, v3 = (np.ascontiguousarray(a) for a in (q3, k3, v3))
     out = np.empty(lead + (L, dv), np.float32)
     o3 = out.reshape(n, L, dv)
     rows = max(1, min(L, BLOCK_BYTES // (4 * max(M, 1))))
@@ -146,7 +152,7 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
     scale32, fill32 = np.float32(scale), np.float32(fill)
     dummy_add = np.zeros((1, 1), np.float32)
     dummy_keep = np.zeros((1, 1), bool)
-    if n > 1 and L and M and L * M * 4 <= BATCHED_HEAD_BYTES and n * L * M * 4 <= BATCHED_BYTES:
+    if batched:
         _batched(q3, k3, v3, o3, scale32, full_mask, mode, fill32, n, L, M, d + dv, lead)
         return out
 

@@ -109,8 +109,11 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
             st[2] + tuple(n for j in parts for n in steps[j][2] if n and n not in inside)
         order = sorted((i, *parts))  # torch's GELU computes x/2 before the chain's Div
         last = order[-1]
-        at[last] = (steps[order[0]][0], fn, ins, out_name, [(0, out_name)], (),
-                    tuple(steps[j][0] for j in order[1:]),
+        # the layer the profile shows the step's time on: the first, unless the matcher
+        # names another (attention's Q K product rather than a Transpose it absorbed)
+        lead = getattr(fn, "reports", order[0])
+        at[last] = (steps[lead][0], fn, ins, out_name, [(0, out_name)], (),
+                    tuple(steps[j][0] for j in order if j != lead),
                     [steps[j] + ((), None) for j in order])
         for j in (i, *parts):
             owner[j] = last
