@@ -238,9 +238,11 @@ def test_decomposed_layer_norm_is_one_step(opset, affine, rng):
 
 
 @pytest.mark.parametrize("seq", [24, 300])  # heads batched / a block of rows at a time
-def test_attention_reads_transposed_qkv_as_views(seq):
-    """Q, K^T and V as exporters write them (Transposes of [B, L, H, D], K to [B, H, D, L]):
-    the Transposes are absorbed into the attention step, which reads strided views."""
+@pytest.mark.parametrize("batch", [1, 2])  # batch 1: the result written heads-last
+def test_attention_reads_transposed_qkv_as_views(seq, batch):
+    """Q, K^T and V as exporters write them (Transposes of [B, L, H, D], K to [B, H, D, L]),
+    and the result transposed back to [B, L, H, D]: the four Transposes are absorbed into
+    the attention step, which reads strided views and writes the result in that layout."""
     heads, dh = 3, 16
     nodes = [helper.make_node("Transpose", ["xq"], ["q"], perm=[0, 2, 1, 3]),
              helper.make_node("Transpose", ["xk"], ["k"], perm=[0, 2, 3, 1]),
@@ -248,7 +250,8 @@ def test_attention_reads_transposed_qkv_as_views(seq):
              helper.make_node("MatMul", ["q", "k"], ["s0"]),
              helper.make_node("Mul", ["s0", "c"], ["s1"]),
              helper.make_node("Softmax", ["s1"], ["p"], axis=-1),
-             helper.make_node("MatMul", ["p", "v"], ["y"])]
+             helper.make_node("MatMul", ["p", "v"], ["o"]),
+             helper.make_node("Transpose", ["o"], ["y"], perm=[0, 2, 1, 3])]
     inputs = [helper.make_tensor_value_info(n, F, ["b", "s", heads, dh])
               for n in ("xq", "xk", "xv")]
     graph = helper.make_graph(nodes, "g", inputs,
@@ -256,7 +259,7 @@ def test_attention_reads_transposed_qkv_as_views(seq):
                               [numpy_helper.from_array(np.array(0.25, np.float32), "c")])
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     rng = np.random.default_rng(5)
-    feeds = {n: rng.normal(0, 1, (2, seq, heads, dh)).astype(np.float32)
+    feeds = {n: rng.normal(0, 1, (batch, seq, heads, dh)).astype(np.float32)
              for n in ("xq", "xk", "xv")}
     got, unfused, want = _run(proto, feeds, 1)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
@@ -266,4 +269,4 @@ def test_attention_reads_transposed_qkv_as_views(seq):
         fused = [s for s in worker._cpu_steps() if s[6]]
         assert fused[0][0].op_type == "MatMul"  # the time shows on the Q K product
         assert sorted(layer.op_type for layer in fused[0][6]) == \
-            ["MatMul", "Mul", "Softmax", "Transpose", "Transpose", "Transpose"]
+            ["MatMul", "Mul", "Softmax", "Transpose", "Transpose", "Transpose", "Transpose"]

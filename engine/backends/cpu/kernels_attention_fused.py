@@ -110,9 +110,13 @@ def scale_rows_heads(o3, inv2):
         scale_rows(o3[h], inv2[h])
 
 
-def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: float = 0.0):
+def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: float = 0.0,
+              heads_last: bool = False):
     """softmax(q @ k * scale, masked) @ v for q [..., L, d], k [..., d, M], v [..., M, dv]
-    with the same leading dims; None when the inputs are not of that form or not float32."""
+    with the same leading dims; None when the inputs are not of that form or not float32.
+    ``heads_last``: return the result for [1, H, L, dv] inputs as [1, L, H, dv] (the
+    Transpose exporters put after attention), written in that layout where the heads are
+    batched."""
     if not all(a.dtype == _F32 for a in (q, k, v)) or q.ndim < 2 \
             or not q.ndim == k.ndim == v.ndim:
         return None
@@ -145,7 +149,13 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
     q3, k3, v3 = q.reshape(n, L, d), k.reshape(n, d, M), v.reshape(n, M, dv)
     if not batched:
         q3, k3, v3 = (np.ascontiguousarray(a) for a in (q3, k3, v3))
-    out = np.empty(lead + (L, dv), np.float32)
+    final = None
+    if heads_last and batched and len(lead) == 2 and lead[0] == 1:
+        # each head's rows written straight into the [1, L, H, dv] result (row stride H * dv)
+        final = np.empty((1, L, lead[1], dv), np.float32)
+        out = final.transpose(0, 2, 1, 3)
+    else:
+        out = np.empty(lead + (L, dv), np.float32)
     o3 = out.reshape(n, L, dv)
     rows = max(1, min(L, BLOCK_BYTES // (4 * max(M, 1))))
     blocks = -(-L // rows)
@@ -154,7 +164,9 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
     dummy_keep = np.zeros((1, 1), bool)
     if batched:
         _batched(q3, k3, v3, o3, scale32, full_mask, mode, fill32, n, L, M, d + dv, lead)
-        return out
+        if final is not None:
+            return final
+        return _heads_last(out) if heads_last else out
 
     def run(lo: int, hi: int) -> None:
         scores = np.empty((rows, M), np.float32)
@@ -180,7 +192,13 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
         return None  # softmax over no keys: leave the edge case to the plain layers
     else:
         o3[...] = 0
-    return out
+    return _heads_last(out) if heads_last else out
+
+
+def _heads_last(out: np.ndarray) -> np.ndarray:
+    """[B, H, L, dv] as a C-contiguous [B, L, H, dv] (any rank: the last-but-two and
+    last-but-one axes swapped)."""
+    return np.ascontiguousarray(np.swapaxes(out, -3, -2))
 
 
 def _batched(q3, k3, v3, o3, scale32, full_mask, mode, fill32, n, L, M, dk, lead):

@@ -29,6 +29,9 @@ from engine.backends.cpu.kernels_attention_fused import (
 )
 from engine.backends.cpu.kernels_norm import layer_norm_rows
 
+#: attention absorbs the Transposes around it (False: they run as layers; benchmarks)
+ABSORB_TRANSPOSES = True
+
 
 def _plain(layer) -> bool:
     return layer.domain in ("", "ai.onnx") and not layer.captures
@@ -104,7 +107,7 @@ def match_attention(i, steps, t, only_users, constants):
     # copies and their layers go (0.05 ms a BERT layer alone, 3x that inside a run)
     perms = []
     for name, reader in ((q, i), (k, i), (v, nxt[0])):
-        j = _transposed_for(steps, only_users, name, reader)
+        j = _transposed_for(steps, only_users, name, reader) if ABSORB_TRANSPOSES else None
         if j is None:
             perms.append(None)
             continue
@@ -117,6 +120,14 @@ def match_attention(i, steps, t, only_users, constants):
         else:
             v = steps[j][2][0]
     pq, pk, pv = perms
+    # ... and the Transpose back to [B, L, H, D] after it: the result is written that way
+    out_name = steps[nxt[0]][3]
+    after = chain.next(out_name, "Transpose")
+    heads_last = ABSORB_TRANSPOSES and after is not None \
+        and tuple(after[1].attr("perm") or ()) == (0, 2, 1, 3)
+    if heads_last:
+        parts.append(after[0])
+        out_name = steps[after[0]][3]
 
     def fused_attention(layer, args):
         m = args[2] if mode != MASK_NONE else None
@@ -127,11 +138,13 @@ def match_attention(i, steps, t, only_users, constants):
             ka = np.transpose(ka, pk)
         if pv is not None:
             va = np.transpose(va, pv)
-        return attention(qa, ka, va, scale, m, mode, fill)
+        if heads_last and qa.ndim != 4:
+            return None  # the Transpose's permutation is for 4-D: the layers run as they are
+        return attention(qa, ka, va, scale, m, mode, fill, heads_last)
 
     fused_attention.wants = (q, k, mask, v) if mode != MASK_NONE else (q, k, v)
     fused_attention.reports = i  # the profile shows the fused time on the Q K MatMul
-    return fused_attention, parts, steps[nxt[0]][3]
+    return fused_attention, parts, out_name
 
 
 def _transposed_for(steps, only_users, name: str, reader: int) -> int | None:
