@@ -24,6 +24,7 @@ from engine.ops.base import Meta, meta_of
 from engine.plan import NATIVE, SYMBOLIC, UNDECIDED, Placement, Plan
 from engine.profile import LayerTiming
 from engine.run_branch import run_if as _run_if
+from engine.step_memo import holdable as memo_holdable
 from engine.step_memo import keepable as memo_keepable
 from engine.step_memo import key_of as memo_key
 from engine.step_memo import same_objects as memo_same
@@ -115,7 +116,7 @@ def _memo_step(memo: list, k: int, kind: int, fn, layer: Layer, args: list, cons
     if hit is not None and kind == 1 and memo_same(args, hit[2]):
         return hit[1]
     key = memo_key(args, kind, constants)
-    if key is not None and hit is not None and hit[0] == key:
+    if key is not None and hit is not None and hit[0] is not None and hit[0] == key:
         if kind == 1:
             memo[k] = (key, hit[1], tuple(args))
         return hit[1]
@@ -125,7 +126,11 @@ def _memo_step(memo: list, k: int, kind: int, fn, layer: Layer, args: list, cons
         raise
     except Exception as exc:
         raise kernel_failure(layer, exc) from exc
-    if key is not None and memo_keepable(result):
+    if memo_keepable(result) and (key is not None or kind == 1 and memo_holdable(args,
+                                                                                constants)):
+        # inputs too large for a key (a kept mask, say) are matched by identity alone: a
+        # kept producer hands out the same object every run, and holding it here keeps
+        # its id from being reused
         memo[k] = (key, result, tuple(args) if kind == 1 else None)
     return result
 

@@ -87,3 +87,10 @@ def keepable(result) -> bool:
     outs = result if type(result) is tuple else (result,)
     return all((type(o) is np.ndarray or isinstance(o, np.generic))
                and o.nbytes <= MAX_RESULT_BYTES for o in outs)
+
+
+def holdable(args: list, constants: dict[int, object]) -> bool:
+    """Whether a step's inputs may be held to match the next run's by identity: model
+    constants, or values no larger than a kept result."""
+    return all(a is None or constants.get(id(a)) is a
+               or getattr(a, "nbytes", MAX_RESULT_BYTES + 1) <= MAX_RESULT_BYTES for a in args)

@@ -76,3 +76,27 @@ def test_steps_reading_model_input_values_always_run():
             worker.schedule({"ids": np.array(ids, np.int64)})
             np.testing.assert_array_equal(worker.peek_output("y").download_to_array(),
                                           np.array(ids) + 1)
+
+
+def test_large_kept_values_are_matched_by_identity():
+    """A causal mask made from the input's shape (ConstantOfShape -> Trilu): its 6-25 KB
+    are too large for a value key, so the Trilu is matched by its input object, the kept
+    ConstantOfShape result; a new shape makes a new one and a new mask."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["ones"],
+                              value=numpy_helper.from_array(np.array([1.0], np.float32))),
+             helper.make_node("Trilu", ["ones"], ["tri"], upper=0),
+             helper.make_node("Mul", ["x", "tri"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "n"])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with Worker(ModelLoader.from_proto(proto, optimize=False), "cpu") as worker:
+        kinds, memo = worker._cpu_memo(True)
+        for n in (40, 40, 80, 40):
+            x = RNG.normal(0, 1, (n, n)).astype(np.float32)
+            worker.schedule({"x": x})
+            np.testing.assert_array_equal(worker.peek_output("y").download_to_array(),
+                                          np.tril(x))
+        trilu = [st[0].op_type for st in worker._cpu_steps(True)].index("Trilu")
+        assert kinds[trilu] == 1 and memo[trilu] is not None and memo[trilu][0] is None
