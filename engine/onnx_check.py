@@ -118,8 +118,12 @@ def _check_node(node: onnx.NodeProto, index: int, opsets: dict[str, int]) -> Non
         raise ModelLoadError(f"{where} uses the unknown operator domain {domain!r}; this engine "
                              "runs standard ONNX operators only (ai.onnx, ai.onnx.ml)")
     if domain not in opsets:
+        # the opset list is the last field an exporter writes: none at all is most often a
+        # file cut short after its graph
+        hint = "" if opsets else (": the model imports no opset at all (is the file "
+                                  "truncated or incomplete?)")
         raise ModelLoadError(f"{where} uses domain {domain or 'ai.onnx'!r}, which the model "
-                             "does not import (opset_import)")
+                             f"does not import (opset_import){hint}")
     if not onnx.defs.has(node.op_type, domain):
         raise ModelLoadError(f"{where}: unknown operator {node.op_type!r} in domain "
                              f"{domain or 'ai.onnx'!r}")

@@ -56,6 +56,15 @@ def test_truncated_model(rng):
     assert any(w in msg for w in ("truncated", "not an ONNX", "invalid")), msg
 
 
+def test_model_cut_after_its_graph_says_it_may_be_truncated():
+    """A file cut exactly between the graph and the opset list parses as a model importing
+    no opset: the error says so and suggests a truncated file."""
+    proto = elementwise_chain(6)
+    del proto.opset_import[:]
+    msg = _load_error(proto.SerializeToString())
+    assert "imports no opset" in msg and "truncated" in msg, msg
+
+
 # -- domains, ops, opsets -------------------------------------------------------------------
 def test_unknown_domain():
     m = model([helper.make_node("FusedGemm", ["x"], ["y"], domain="com.microsoft", name="fg")],
