@@ -270,3 +270,52 @@ def test_attention_reads_transposed_qkv_as_views(seq, batch):
         assert fused[0][0].op_type == "MatMul"  # the time shows on the Q K product
         assert sorted(layer.op_type for layer in fused[0][6]) == \
             ["MatMul", "Mul", "Softmax", "Transpose", "Transpose", "Transpose", "Transpose"]
+
+
+def _channels_model(nodes, inits, c):
+    x = helper.make_tensor_value_info("x", F, ["n", c, "h", "w"])
+    r = helper.make_tensor_value_info("r", F, ["n", c, "h", "w"])
+    graph = helper.make_graph(nodes, "g", [x, r], [helper.make_tensor_value_info("y", F,
+                                                                               ["?"] * 4)],
+                              [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("back", [False, True])
+def test_layer_norm_over_channels_between_transposes(back):
+    """ConvNeXt's channels-last LayerNorm: Transpose(0, 2, 3, 1) -> LayerNormalization
+    [-> Transpose(0, 3, 1, 2)] as one step over the NCHW input (a residual-free graph: the
+    second input is only added at the end so both layouts are checked)."""
+    c, rng = 24, np.random.default_rng(8)
+    inits = {"g": rng.normal(1, 0.2, c).astype(np.float32),
+             "b": rng.normal(0, 0.2, c).astype(np.float32)}
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "b"], ["ln"], axis=-1,
+                              epsilon=1e-6)]
+    if back:
+        nodes += [helper.make_node("Transpose", ["ln"], ["u"], perm=[0, 3, 1, 2]),
+                  helper.make_node("Add", ["u", "r"], ["y"])]
+    else:
+        nodes += [helper.make_node("Transpose", ["r"], ["rt"], perm=[0, 2, 3, 1]),
+                  helper.make_node("Add", ["ln", "rt"], ["y"])]
+    feeds = {"x": rng.normal(2, 3, (2, c, 9, 7)).astype(np.float32),
+             "r": rng.normal(0, 1, (2, c, 9, 7)).astype(np.float32)}
+    got, unfused, want = _run(_channels_model(nodes, inits, c), feeds, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(unfused, want, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_scale_transpose_back_and_residual():
+    """ConvNeXt's block end: Mul(y, gamma) -> Transpose(0, 3, 1, 2) -> Add(residual)."""
+    c, rng = 20, np.random.default_rng(9)
+    inits = {"gamma": rng.normal(0, 0.5, c).astype(np.float32)}
+    nodes = [helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 2, 3, 1]),
+             helper.make_node("Relu", ["xt"], ["yl"]),
+             helper.make_node("Mul", ["yl", "gamma"], ["s"]),
+             helper.make_node("Transpose", ["s"], ["st"], perm=[0, 3, 1, 2]),
+             helper.make_node("Add", ["r", "st"], ["y"])]
+    feeds = {"x": rng.normal(0, 1, (2, c, 6, 11)).astype(np.float32),
+             "r": rng.normal(0, 1, (2, c, 6, 11)).astype(np.float32)}
+    got, unfused, want = _run(_channels_model(nodes, inits, c), feeds, 1)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(unfused, want)

@@ -16,7 +16,8 @@ reads, saving a pass over memory and a layer's dispatch:
 * squeeze-and-excitation (GlobalAveragePool, two 1x1 Convs, Mul) as one step
   (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
-* attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``;
+* attention (MatMul, scale, mask, Softmax, MatMul), Erf-form GELU and ConvNeXt's channel
+  LayerNorm between Transposes: ``step_fusion_nlp``;
 * MatMul by a constant weight + bias Add [+ GELU | + residual Add]: ``step_fusion_linear``.
 
 The fused step runs where the last absorbed layer was (every input it reads exists by
@@ -46,6 +47,8 @@ from engine.backends.cpu.step_fusion_nlp import (
     match_gelu,
     match_gelu_tanh,
     match_layer_norm,
+    match_layer_norm_channels,
+    match_scale_to_nchw_add,
 )
 
 NO_POST = (ACT_NONE, 0.0, 0.0)
@@ -92,11 +95,14 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
             fused = match_attention(i, steps, st[3], only_users, constants) \
                 or match_linear(i, steps, st[3], only_users, constants)
         elif layer.op_type in ("Div", "Mul"):
-            fused = match_gelu(i, steps, st[3], only_users, constants)
+            fused = match_gelu(i, steps, st[3], only_users, constants) \
+                or match_scale_to_nchw_add(i, steps, st[3], only_users, constants)
         elif layer.op_type == "Pow":
             fused = match_gelu_tanh(i, steps, st[3], only_users, constants)
         elif layer.op_type == "ReduceMean":
             fused = match_layer_norm(i, steps, st[3], only_users, constants)
+        elif layer.op_type == "Transpose":
+            fused = match_layer_norm_channels(i, steps, st[3], only_users, constants)
         else:
             fused = None
         if fused is None:
