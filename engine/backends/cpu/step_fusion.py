@@ -16,8 +16,9 @@ reads, saving a pass over memory and a layer's dispatch:
 * squeeze-and-excitation (GlobalAveragePool, two 1x1 Convs, Mul) as one step
   (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
-* attention (MatMul, scale, mask, Softmax, MatMul), Erf-form GELU and ConvNeXt's channel
-  LayerNorm between Transposes: ``step_fusion_nlp``;
+* attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``;
+* ConvNeXt's channels-last LayerNorm and layer scale between Transposes:
+  ``step_fusion_channels``;
 * MatMul by a constant weight + bias Add [+ GELU | + residual Add]: ``step_fusion_linear``.
 
 The fused step runs where the last absorbed layer was (every input it reads exists by
@@ -35,6 +36,10 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
+from engine.backends.cpu.step_fusion_channels import (
+    match_layer_norm_channels,
+    match_scale_to_nchw_add,
+)
 from engine.backends.cpu.step_fusion_concat import match_concat_of_convs
 from engine.backends.cpu.step_fusion_conv import (
     match_clip_div,
@@ -47,8 +52,6 @@ from engine.backends.cpu.step_fusion_nlp import (
     match_gelu,
     match_gelu_tanh,
     match_layer_norm,
-    match_layer_norm_channels,
-    match_scale_to_nchw_add,
 )
 
 NO_POST = (ACT_NONE, 0.0, 0.0)
