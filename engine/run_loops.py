@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends import BackendType
-from engine.backends.cpu.interpreter import kernel_failure
+from engine.backends.cpu.interpreter import call_kernel, kernel_failure
 from engine.errors import EngineError, KernelError, UnsupportedOpError
 from engine.model import Layer
 from engine.ops import op_for
@@ -120,12 +120,7 @@ def _memo_step(memo: list, k: int, kind: int, fn, layer: Layer, args: list, cons
         if kind == 1:
             memo[k] = (key, hit[1], tuple(args))
         return hit[1]
-    try:
-        result = fn(layer, args)
-    except (KernelError, UnsupportedOpError):
-        raise
-    except Exception as exc:
-        raise kernel_failure(layer, exc) from exc
+    result = call_kernel(fn, layer, args)
     if memo_keepable(result) and (key is not None or kind == 1 and memo_holdable(args,
                                                                                 constants)):
         # inputs too large for a key (a kept mask, say) are matched by identity alone: a
@@ -164,12 +159,7 @@ def _run_step(cpu, step, values: dict[str, Any]) -> None:
     """One unfused step (of a fused one whose kernel declined), outside the timed loop."""
     layer, fn = step[0], step[1]
     args = [values[n] if n else None for n in step[2]]
-    try:
-        result = fn(layer, args)
-    except (KernelError, UnsupportedOpError):
-        raise
-    except Exception as exc:
-        raise kernel_failure(layer, exc) from exc
+    result = call_kernel(fn, layer, args)
     outs = result if type(result) is tuple else (result,)
     for i, name in step[4]:
         values[name] = outs[i] if i < len(outs) else None

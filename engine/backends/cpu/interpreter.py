@@ -18,14 +18,21 @@ def run_layer(layer: Layer, inputs: list[Any]) -> list[Any]:
     return run_kernel(kernel.fn, layer, inputs)
 
 
-def run_kernel(fn, layer: Layer, inputs: list[Any]) -> list[Any]:
-    """Run ``fn``, the CPU kernel ``KERNELS.lookup(layer)`` found, as ``run_layer`` does."""
+def call_kernel(fn, layer: Layer, inputs: list[Any]) -> Any:
+    """``fn(layer, inputs)`` with any error other than an engine error reported as a
+    ``KernelError`` naming the layer (the CPU run loop writes this inline: a call less a
+    layer)."""
     try:
-        result = fn(layer, inputs)
+        return fn(layer, inputs)
     except (KernelError, UnsupportedOpError):
         raise
     except Exception as exc:
         raise kernel_failure(layer, exc) from exc
+
+
+def run_kernel(fn, layer: Layer, inputs: list[Any]) -> list[Any]:
+    """Run ``fn``, the CPU kernel ``KERNELS.lookup(layer)`` found, as ``run_layer`` does."""
+    result = call_kernel(fn, layer, inputs)
     outs = list(result) if isinstance(result, tuple) else [result]
     n = len(layer.outputs)
     if len(outs) < n:
