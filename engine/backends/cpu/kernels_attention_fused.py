@@ -13,6 +13,8 @@ the CPU run loop then runs the original layers one by one.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -140,7 +142,7 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
         own = (1,) * (len(lead) + 2 - mask.ndim) + mask.shape
         rows_c = np.ascontiguousarray(np.broadcast_to(mask.reshape(own), own[:-2] + (L, M)))
         full_mask = np.broadcast_to(rows_c, lead + (L, M))
-    n = int(np.prod(lead, dtype=np.int64))
+    n = math.prod(lead)
     batched = n > 1 and L and M and L * M * 4 <= BATCHED_HEAD_BYTES \
         and n * L * M * 4 <= BATCHED_BYTES
     # batched heads: views where the leading dims merge (a transposed [B, L, H, D] does),

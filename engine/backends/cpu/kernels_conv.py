@@ -13,6 +13,7 @@ computed.
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -239,8 +240,8 @@ def ConvTranspose(layer, inputs):
     N, C = x.shape[:2]
     Cg, Mg = C // group, w.shape[1]
     M = Mg * group
-    K = int(np.prod(g.kernel))
-    P = int(np.prod(x.shape[2:]))
+    K = math.prod(g.kernel)
+    P = math.prod(x.shape[2:])
     out = np.zeros((N, M, *g.out_shape), x.dtype)
     out5 = out.reshape(N, M, *_as3d(g.out_shape))
     # (C, Mg*K) per group; transposed for cols = W_g^T @ x_g

@@ -3,6 +3,8 @@ ScatterND, TensorScatter. Negative indices count from the end, as ONNX allows.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.backends.cpu.kernel_util import axis_of
@@ -32,7 +34,7 @@ def GatherND(layer, inputs):
     idx = np.asarray(idx).astype(np.int64)
     k = idx.shape[-1]
     batch = data.shape[:b]
-    nb = int(np.prod(batch, dtype=np.int64))
+    nb = math.prod(batch)
     d = data.reshape((nb,) + data.shape[b:])
     ix = idx.reshape((nb, -1, k))
     out = []

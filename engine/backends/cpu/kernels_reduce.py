@@ -4,6 +4,8 @@ Axes are resolved by the shared shape logic (``engine.ops.reduce``)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.backends.cpu.kernel_util import axis_of, metas, same
@@ -130,7 +132,7 @@ def Hardmax(layer, inputs):
     axis = softmax_axis(layer, x.ndim)
     shape = x.shape
     if (layer.opset or 13) < 13:
-        x = x.reshape(int(np.prod(shape[:axis], dtype=np.int64)), -1)
+        x = x.reshape(math.prod(shape[:axis]), -1)
         axis = 1
     out = np.zeros_like(x)
     np.put_along_axis(out, np.expand_dims(np.argmax(x, axis=axis), axis), 1, axis=axis)

@@ -3,6 +3,8 @@ axis and for a middle axis), NumPy for other dtypes."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -108,7 +110,7 @@ def _softmax_numpy(layer, x, log, coerce_2d):
     axis = axis + x.ndim if axis < 0 else axis
     shape = x.shape
     if coerce_2d:
-        x = x.reshape(int(np.prod(shape[:axis], dtype=np.int64)), -1)
+        x = x.reshape(math.prod(shape[:axis]), -1)
         axis = 1
     d = x - x.max(axis=axis, keepdims=True)
     e = np.exp(d)
@@ -122,11 +124,11 @@ def _softmax(layer, x, log: bool, coerce_2d: bool):
     _float(layer, x)
     axis = int(layer.attr("axis", 1 if coerce_2d else -1))
     axis = axis + x.ndim if axis < 0 else axis
-    outer = int(np.prod(x.shape[:axis], dtype=np.int64))
+    outer = math.prod(x.shape[:axis])
     if coerce_2d:  # opset < 13: flatten to (outer, rest) and normalise rows
         L, inner = x.size // max(outer, 1), 1
     else:
-        L, inner = x.shape[axis], int(np.prod(x.shape[axis + 1:], dtype=np.int64))
+        L, inner = x.shape[axis], math.prod(x.shape[axis + 1:])
     out = np.empty(x.shape, x.dtype)
     if x.size:
         if inner == 1 and x.dtype == np.float32:

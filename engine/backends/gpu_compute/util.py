@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.ops.base import Meta
@@ -58,7 +60,7 @@ def arr8(values) -> list[int]:
 
 
 def size_of(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64))
+    return int(math.prod(shape))
 
 
 def attr_axis(layer, rank: int, name: str = "axis", default: int = 0) -> int:

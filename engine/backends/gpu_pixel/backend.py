@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import Future
 from typing import Any
@@ -269,7 +270,7 @@ def _rows_shape(shape, max_dim: int) -> tuple[int, int] | None:
     """(rows, last axis) when ``shape`` can travel as rows of 4-element texels, else None."""
     if len(shape) < 3 or shape[-1] % 4 or shape[-1] // 4 > max_dim:
         return None
-    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    rows = int(math.prod(shape[:-1]))
     return (rows, int(shape[-1])) if rows <= max_dim else None
 
 

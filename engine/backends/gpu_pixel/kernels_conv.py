@@ -3,7 +3,7 @@ conv_transpose.wgsl); 1-D runs as 2-D with H = 1."""
 
 from __future__ import annotations
 
-import numpy as np
+import math
 
 from engine.backends.gpu_pixel.conv_weights import (
     depthwise_taps,
@@ -145,7 +145,7 @@ def matrix_fit_reason(layer, metas, max_dim: int) -> str | None:
     blocks = (cg + 3) // 4
     if group > 1 and not (cg % 4 == 0 and mg % 4 == 0) and not (cg == 1 and mg == 1):
         blocks = grouped_blocks(cg * group, cg)  # the grouped variant's re-laid matrix
-    width = blocks * int(np.prod(w.shape[2:]))
+    width = blocks * int(math.prod(w.shape[2:]))
     if w.shape[0] > max_dim or width > max_dim:
         return f"Conv weights {list(w.shape)} need a {width}x{w.shape[0]} texture, " \
                f"over the {max_dim} texel limit"

@@ -8,6 +8,8 @@ kernels that need integer inputs as host values decline it (the CPU then reads i
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.backends.gpu_pixel.layout import MAX_RANK as RANK
@@ -126,7 +128,7 @@ def ScatterND(be, layer, inputs, in_metas, out_metas):
     r, q = len(in_metas[0].shape), len(in_metas[1].shape)
     t = in_metas[1].shape[-1]
     ru = q - 1 + r - t
-    rows = int(np.prod(in_metas[1].shape[:-1], dtype=np.int64))
+    rows = int(math.prod(in_metas[1].shape[:-1]))
     src = [RANK - q + j if j < q - 1 else 10 + RANK - r + t + j - q + 1 for j in range(ru)]
     src = [-1] * (RANK - ru) + src
     ints = [(rows, t, REDUCTIONS[layer.attr("reduction", "none")], RANK - r), src[:4],

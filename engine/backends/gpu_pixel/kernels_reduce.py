@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from engine.backends.gpu_pixel.kernels_rows import row_softmax, row_sum
@@ -104,11 +106,11 @@ def _register_softmax(op):
             # one axis off x: its entries are texels of one column, a fixed row step apart
             return [axis_softmax(be, inputs[0], shape, min(axes), op)]
         first = min(axes)
-        inner = int(np.prod(shape[first:]))
+        inner = int(math.prod(shape[first:]))
         if axes == set(range(first, rank)) and inner == max(shape[first:]):
             # trailing axes of which at most one is longer than 1: a row-wise softmax on a
             # 2-D view ([1, 1000, 1, 1] -> [1, 1000]) avoids per-element index arithmetic
-            flat = flat_copy(be, inputs[0], (int(np.prod(shape[:first])), inner))
+            flat = flat_copy(be, inputs[0], (int(math.prod(shape[:first])), inner))
             y = row_softmax(be, flat, flat.shape, op)
             be.free(flat)
             out = flat_copy(be, y, shape)

@@ -9,9 +9,8 @@ for the two shapes; splits keep the linear shuffle of kernels_permute.py.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
-
-import numpy as np
 
 from engine.backends.gpu_pixel.layout import layout_of
 
@@ -22,8 +21,8 @@ def texel_order(shape) -> tuple[int, int, int, int, int]:
     """(pre, blocked extent, inner, texels along the blocked axis, texture width) of shape."""
     lay = layout_of(tuple(shape))
     ax = lay.axis
-    pre = int(np.prod(lay.dims[:ax], dtype=np.int64))
-    inner = int(np.prod(lay.dims[ax + 1:], dtype=np.int64))
+    pre = int(math.prod(lay.dims[:ax]))
+    inner = int(math.prod(lay.dims[ax + 1:]))
     return pre, lay.dims[ax], inner, lay.blocked[ax], lay.width
 
 

@@ -5,6 +5,7 @@ Pure NumPy: used by the kernel checks (no adapter needed) and by upload/download
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -37,7 +38,7 @@ class TexLayout:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))
 
     def row_strides(self) -> tuple[int, ...]:
         """Texture rows per unit step of padded axes 0..4 (the last axis runs along x)."""
@@ -67,7 +68,7 @@ def layout_of(shape: tuple[int, ...]) -> TexLayout:
     dims = (1,) * (MAX_RANK - rank) + shape
     axis = MAX_RANK - max(rank, 1) + blocked_axis(rank)
     blocked = tuple((d + 3) // 4 if k == axis else d for k, d in enumerate(dims))
-    height = int(np.prod(blocked[:-1], dtype=np.int64))
+    height = int(math.prod(blocked[:-1]))
     return TexLayout(shape, dims, axis, blocked, blocked[-1], height)
 
 
