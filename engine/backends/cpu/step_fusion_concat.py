@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.backends.cpu.step_fusion_conv import _plain
+
 #: make the fusion where it applies (False: plain Concat layers; tests and benchmarks)
 ENABLED = True
-
-
-def _plain(layer) -> bool:
-    return layer.domain in ("", "ai.onnx") and not layer.captures
 
 
 def match_concat_of_convs(i, steps, t, only_users, constants):
