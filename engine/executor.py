@@ -26,6 +26,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from engine.errors import EngineError
+from engine.light_future import LightFuture
 
 _lock = threading.Lock()
 _engine: _Engine | None = None
@@ -46,7 +47,7 @@ class _Job:
     __slots__ = ("future", "fn", "args", "epoch", "stealable", "submitted")
 
     def __init__(self, fn: Callable[..., Any], args: tuple, stealable: bool):
-        self.future: Future = Future()
+        self.future: Future = LightFuture()
         self.fn, self.args, self.epoch, self.stealable = fn, args, _epoch, stealable
         self.submitted = time.perf_counter()
 

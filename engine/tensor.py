@@ -13,6 +13,7 @@ import numpy as np
 
 from engine import executor
 from engine.errors import EngineError
+from engine.light_future import LightFuture
 from engine.ops.base import Meta
 
 
@@ -192,7 +193,7 @@ class Tensor:
                 # host data is complete once stored: read it here, without the readback
                 # request's chain of futures and callbacks (~15 us an output on small models)
                 data = backend.download(stored.handle, stored.meta)
-                done: Future = Future()
+                done: Future = LightFuture()
                 done.set_result(data)
                 self._readback = done
                 return data

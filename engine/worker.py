@@ -26,6 +26,7 @@ from engine.backends.base import Backend
 from engine.backends.cpu import CpuBackend
 from engine.errors import EngineError
 from engine.input_check import InputChecker
+from engine.light_future import LightFuture
 from engine.model import Layer, Model
 from engine.ops.base import Meta
 from engine.ops.costs import LayerCost
@@ -252,7 +253,7 @@ class Worker:
         captured = self._capture_names(capture)
         names = [o.name for o in self.model.outputs] + \
             [n for n in captured if n not in {o.name for o in self.model.outputs}]
-        futures = {n: Future() for n in names}
+        futures = {n: LightFuture() for n in names}
         owns = self._backend is not self._cpu
         self._outputs = {n: Tensor(n, f, owns_handle=owns) for n, f in futures.items()}
         if owns:
