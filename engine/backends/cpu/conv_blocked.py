@@ -38,6 +38,9 @@ TASK_VALUES = 384
 CHUNK_MACS = 4_000_000
 #: floats read past the last plane by a tile's last vectors (junk positions)
 TAIL = 64
+#: a layer with fewer input values than this fills its planes on the calling thread
+_FILL_SPLIT = threads.SPLIT_MIN_ELEMENTS
+_NONE = np.zeros((0, 1, 1), np.float32)
 #: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
 ENABLED = True
 
@@ -234,6 +237,18 @@ class BlockedPlan:
         self.rows = max(1, min(out_hw[0], -(-TASK_VALUES // self.Wq)))
 
 
+@njit(**_OPTS)
+def blocked_alone(x, gd, nph, Hq, toff, wp, out, Wq, rows, ntask, bias, act, params, res,
+                  post, pparams):
+    """One image on the calling thread in one call: phase planes, then every task (the two
+    parallel loops' hand-offs and closures cost more than such a layer's arithmetic)."""
+    C, cs = x.shape[0], nph * Hq * Wq
+    xf = np.zeros(C * cs + TAIL, np.float32)
+    fill_phases(x, xf[:C * cs].reshape(C, nph, Hq, Wq), gd, 0, C)
+    blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, pparams, 0,
+                 ntask)
+
+
 def run(bp: BlockedPlan, bias, x, out, act, params, res3, post) -> np.ndarray:
     """``out`` (N, M, oh, ow) of the convolution of ``x`` (N, C, H, W); ``res3`` None or
     (N, M, oh*ow); ``post`` = (code, params) of the activation after the residual."""
@@ -242,7 +257,13 @@ def run(bp: BlockedPlan, bias, x, out, act, params, res3, post) -> np.ndarray:
     cs = bp.nph * bp.Hq * bp.Wq
     ntask = bp.wp.shape[0] * -(-oh // bp.rows)
     macs_task = R * C * bp.toff.shape[0] * bp.rows * ow
-    none = np.zeros((0, 1, 1), x.dtype)
+    none = _NONE
+    if N == 1 and ntask * macs_task < 2 * CHUNK_MACS and C * H * W < _FILL_SPLIT:
+        blocked_alone(x[0], bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp, out[0], bp.Wq, bp.rows,
+                      ntask, bias, act, params,
+                      none if res3 is None else res3[0].reshape(out.shape[1:]), post[0],
+                      post[1])
+        return out
     for n in range(N):
         xf = np.zeros(C * cs + TAIL, np.float32)
         planes = xf[:C * cs].reshape(C, bp.nph, bp.Hq, bp.Wq)

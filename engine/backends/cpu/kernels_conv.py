@@ -96,7 +96,7 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
     one), e.g. a slice of a concatenation's output."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+    if x.dtype.char == "e" and w.dtype == x.dtype:  # float16  # float32 math, rounded back once
         if act is not None or res is not None or out is not None:
             return None  # the caller runs the absorbed layers itself
         return Conv(layer, [None if a is None else a.astype(np.float32)
@@ -117,7 +117,6 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
     elif out.shape != (N, M, *plan.out_shape) or out.dtype != x.dtype \
             or not out.flags.c_contiguous:
         return None
-    out3 = out.reshape(N, M, P)
     x = carr(x)
     if plan.kind == "depthwise":
         gd, w3, b = plan.gd, plan.w3, plan.b
@@ -156,6 +155,7 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
         if winograd.run(plan.wino, x, out, plan.b, a0, params, res4, post_code, pp):
             return out
         # NaN or Inf in the input: the direct path below, which keeps them where they are
+    out3 = out.reshape(N, M, P)
     K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
     if plan.kind == "pointwise" and group == 1:
@@ -231,7 +231,7 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
 def ConvTranspose(layer, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    if x.dtype == np.float16 and w.dtype == x.dtype:  # float32 math, rounded back once
+    if x.dtype.char == "e" and w.dtype == x.dtype:  # float16  # float32 math, rounded back once
         return ConvTranspose(layer, [None if a is None else a.astype(np.float32)
                                      for a in inputs]).astype(np.float16)
     _check(layer, x, w)

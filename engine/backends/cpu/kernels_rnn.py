@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.rnn_fast import lstm_fast, lstm_fast_ok
+from engine.backends.cpu.rnn_fast import call_key, lstm_fast, lstm_fast_ok
 from engine.ops.conv_pool import causal_activation
 from engine.ops.rnn import check_recurrent_inputs
 
@@ -186,9 +186,16 @@ def GRU(layer, inputs):
 
 @cpu_kernel("LSTM", since=7)
 def LSTM(layer, inputs):
+    lens = inputs[4] if len(inputs) > 4 else None
+    key = call_key(inputs) if lens is None else None
+    if key is not None and layer.__dict__.get("_cpu_lstm_key") == key:
+        return lstm_fast(layer, inputs)  # the same call as one already checked and accepted
     check_recurrent_inputs(layer, [None if v is None else v.shape for v in inputs])
     if lstm_fast_ok(layer, inputs):
-        return lstm_fast(layer, inputs)
+        result = lstm_fast(layer, inputs)
+        # kept after the kernel ran, with the weights it keeps alive (ids stay theirs)
+        layer.__dict__["_cpu_lstm_key"] = key
+        return result
     n_dir = inputs[1].shape[0]
     hidden = int(layer.attr("hidden_size") or inputs[2].shape[-1])
     p = inputs[7] if len(inputs) > 7 and inputs[7] is not None else None

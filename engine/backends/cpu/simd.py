@@ -112,6 +112,18 @@ def vfma(typingctx, a, b, c):
     return f32x16(a, b, c), codegen
 
 
+@intrinsic
+def vadd(typingctx, a, b):
+    """``a + b`` in every lane."""
+    if not (a == f32x16 and b == f32x16):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1])
+
+    return f32x16(a, b), codegen
+
+
 #: bytes a vector load spans: an array starting on such a boundary never splits a load
 ALIGN_BYTES = 64
 
