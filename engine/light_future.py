@@ -36,6 +36,13 @@ class LightFuture(Future):
         self._callbacks: list | None = []
         self._event: threading.Event | None = None
 
+    @classmethod
+    def completed(cls, result) -> LightFuture:
+        """A future already holding ``result``."""
+        fut = cls()
+        fut._state, fut._result, fut._callbacks = FINISHED, result, None
+        return fut
+
     def __repr__(self) -> str:
         return f"<LightFuture at {id(self):#x} state={self._state}>"
 

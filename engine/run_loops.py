@@ -93,7 +93,8 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
         for n in gone:
             values.pop(n, None)
         yield layer
-        yield from absorbed
+        if absorbed:
+            yield from absorbed
     cpu.flush()
     # the profile first (its records are built when read), so a caller that has the outputs
     # reads this run's profile, not the previous one's

@@ -80,6 +80,8 @@ class Worker:
             model, self._backend, self.backend_type, None, self.placement_overrides)
         self._pending_plan: Future | None = None
         self._last_signature: Signature | None = None
+        #: the last CPU run's feeds, whose signature is made only when asked for
+        self._last_feeds: dict[str, Any] | None = None
         self._last_use = liveness(model)
         self._constants = {n: v for n, v in model.constants.items()}
         self._const_slots = {n: Slot(meta_of(v), cpu=v) for n, v in model.constants.items()}
@@ -142,6 +144,8 @@ class Worker:
         plan.prepared = True
 
     def _analysis_plan(self) -> Plan:
+        if self._last_signature is None and self._last_feeds is not None:
+            self._last_signature = signature_of(self._last_feeds)
         sig = self._last_signature
         if sig is None:
             return self.plan
@@ -250,19 +254,22 @@ class Worker:
     def _start_run(self, feeds: dict[str, Any], capture: Capture):
         if self._closed:
             raise EngineError("the worker is closed")
-        captured = self._capture_names(capture)
-        names = [o.name for o in self.model.outputs] + \
-            [n for n in captured if n not in {o.name for o in self.model.outputs}]
+        outputs = [o.name for o in self.model.outputs]
+        if capture is None:
+            names, keep = outputs, set()
+        else:
+            captured = self._capture_names(capture)
+            names = outputs + [n for n in captured if n not in set(outputs)]
+            keep = set(captured)
         futures = {n: LightFuture() for n in names}
-        owns = self._backend is not self._cpu
-        self._outputs = {n: Tensor(n, f, owns_handle=owns) for n, f in futures.items()}
-        if owns:
-            self._live.update(self._outputs.values())
-        keep = set(captured)
-        self._last_signature = signature_of(feeds)
         if self._backend is self._cpu:
+            self._outputs = {n: Tensor(n, f) for n, f in futures.items()}
+            self._last_feeds, self._last_signature = feeds, None  # (made when asked)
             steps = run_on_cpu(self, feeds, futures, keep)
         else:
+            self._outputs = {n: Tensor(n, f, owns_handle=True) for n, f in futures.items()}
+            self._live.update(self._outputs.values())
+            self._last_signature = signature_of(feeds)
             steps = self._placed_steps(feeds, futures, keep)
 
         def finish(job: Future) -> None:

@@ -91,3 +91,12 @@ def test_asyncio_can_await_it():
         return await asyncio.wrap_future(f)
 
     assert asyncio.run(main()) == "x"
+
+
+def test_a_completed_future_has_its_result_and_calls_callbacks_at_once():
+    f = LightFuture.completed([1, 2])
+    seen = []
+    f.add_done_callback(lambda g: seen.append(g.result()))
+    assert f.done() and f.result() == [1, 2] and seen == [[1, 2]]
+    with pytest.raises(InvalidStateError):
+        f.set_result(0)
