@@ -27,6 +27,7 @@ from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, act_plane
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
+from engine.backends.cpu.conv_pool_fused import pool_rows
 from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
 
 #: output channels per register tile (weights are packed in blocks of this many)
@@ -167,15 +168,17 @@ def _tile16(xf, q0, cs, toff, C, wf, k, sc, s0, ss):
 
 
 @njit(**_OPTS)
-def blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, pparams,
-                 t0, t1):
+def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post,
+                 pparams, ph, pw, t0, t1):
     """Tasks ``t0:t1``: blocks of ``rows`` output rows, each for all 8-channel blocks in turn
     (its input rows stay in cache for them; channel-block major ran up to 1.3x slower on
     inputs near the L2 size, as resnet50's 128-channel stride-2 3x3 on 56x56).
     xf: flattened phase planes, ``cs`` floats a channel, ``TAIL`` more at the end; wp from
     ``pack``; out (M, oh, ow). Epilogue ``post(act(conv + bias) + res)`` with ``res``
-    (M, oh, ow), or ``act(conv + bias)`` when ``res`` is empty; an empty bias adds nothing."""
-    M, oh, ow = out.shape
+    (M, oh, ow), or ``act(conv + bias)`` when ``res`` is empty; an empty bias adds nothing.
+    With a ``ph`` x ``pw`` pool (``rows`` a multiple of ``ph``), ``out`` is the max pool's
+    (M, oh // ph, ow // pw) output of ``act(conv + bias)`` (``conv_pool_fused``)."""
+    M = out.shape[0]
     C, T = wp.shape[1], wp.shape[2]
     wf = wp.reshape(-1)
     nmb = wp.shape[0]
@@ -185,6 +188,7 @@ def blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, 
     has_res = res.shape[0] > 0
     ss = rows * Wq + 48
     sc = np.empty(R * ss, np.float32)
+    pooled = np.empty(out.shape[2] * (pw + 1) if ph * pw > 1 else 0, np.float32)
     for task in range(t0, t1):
         yb, mb = task // nmb, task % nmb
         y0 = yb * rows
@@ -205,6 +209,9 @@ def blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, 
         for u in range(min(R, M - mb * R)):
             m = mb * R + u
             b = bias[m] if bias.shape[0] > 0 else zero
+            if ph * pw > 1:
+                pool_rows(sc[u * ss:], Wq, out[m], y0, y1, ph, pw, b, act, p0, p1, pooled)
+                continue
             act_plane(sc[u * ss:], Wq, out[m, y0:y1], b, act, p0, p1)
             if has_res:
                 add_residual_post(out[m, y0:y1], res[m, y0:y1], post, q0, q1)
@@ -227,10 +234,11 @@ def add_residual_post(dst, res, post, q0, q1):
 class BlockedPlan:
     """What a Conv layer keeps for this kernel: geometry, packed weights, tap offsets."""
 
-    __slots__ = ("gd", "wp", "toff", "nph", "Hq", "Wq", "rows")
+    __slots__ = ("gd", "wp", "toff", "nph", "Hq", "Wq", "rows", "out_hw")
 
     def __init__(self, gd, w: np.ndarray, in_hw, out_hw):
         self.gd = tuple(int(v) for v in gd)
+        self.out_hw = tuple(int(v) for v in out_hw)
         self.wp = pack(w)
         self.nph, self.Hq, self.Wq = phase_shape(self.gd, *in_hw, *out_hw)
         self.toff = tap_offsets(self.gd, self.Hq, self.Wq)
@@ -238,31 +246,35 @@ class BlockedPlan:
 
 
 @njit(**_OPTS)
-def blocked_alone(x, gd, nph, Hq, toff, wp, out, Wq, rows, ntask, bias, act, params, res,
-                  post, pparams):
+def blocked_alone(x, gd, nph, Hq, toff, wp, out, oh, ow, Wq, rows, ntask, bias, act, params,
+                  res, post, pparams, ph, pw):
     """One image on the calling thread in one call: phase planes, then every task (the two
     parallel loops' hand-offs and closures cost more than such a layer's arithmetic)."""
     C, cs = x.shape[0], nph * Hq * Wq
     xf = np.zeros(C * cs + TAIL, np.float32)
     fill_phases(x, xf[:C * cs].reshape(C, nph, Hq, Wq), gd, 0, C)
-    blocked_rows(xf, cs, toff, wp, out, Wq, rows, bias, act, params, res, post, pparams, 0,
-                 ntask)
+    blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post,
+                 pparams, ph, pw, 0, ntask)
 
 
-def run(bp: BlockedPlan, bias, x, out, act, params, res3, post) -> np.ndarray:
+def run(bp: BlockedPlan, bias, x, out, act, params, res3, post, pool=(1, 1)) -> np.ndarray:
     """``out`` (N, M, oh, ow) of the convolution of ``x`` (N, C, H, W); ``res3`` None or
-    (N, M, oh*ow); ``post`` = (code, params) of the activation after the residual."""
+    (N, M, oh*ow); ``post`` = (code, params) of the activation after the residual. With a
+    ``pool`` (ph, pw) other than (1, 1), ``out`` is (N, M, oh // ph, ow // pw): the max pool
+    with that kernel and stride of ``act(conv + bias)``, and ``res3`` must be None."""
     N, C, H, W = x.shape
-    M, oh, ow = out.shape[1:]
+    oh, ow = bp.out_hw
+    ph, pw = pool
+    rows = bp.rows if ph == 1 else -(-bp.rows // ph) * ph
     cs = bp.nph * bp.Hq * bp.Wq
-    ntask = bp.wp.shape[0] * -(-oh // bp.rows)
-    macs_task = R * C * bp.toff.shape[0] * bp.rows * ow
+    ntask = bp.wp.shape[0] * -(-oh // rows)
+    macs_task = R * C * bp.toff.shape[0] * rows * ow
     none = _NONE
     if N == 1 and ntask * macs_task < 2 * CHUNK_MACS and C * H * W < _FILL_SPLIT:
-        blocked_alone(x[0], bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp, out[0], bp.Wq, bp.rows,
+        blocked_alone(x[0], bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp, out[0], oh, ow, bp.Wq, rows,
                       ntask, bias, act, params,
                       none if res3 is None else res3[0].reshape(out.shape[1:]), post[0],
-                      post[1])
+                      post[1], ph, pw)
         return out
     for n in range(N):
         xf = np.zeros(C * cs + TAIL, np.float32)
@@ -274,7 +286,7 @@ def run(bp: BlockedPlan, bias, x, out, act, params, res3, post) -> np.ndarray:
         res = none if res3 is None else res3[n].reshape(out.shape[1:])
         threads.parallel_for(
             lambda lo, hi, o=out[n], res=res, xf=xf: blocked_rows(
-                xf, cs, bp.toff, bp.wp, o, bp.Wq, bp.rows, bias, act, params, res, post[0],
-                post[1], lo, hi),
+                xf, cs, bp.toff, bp.wp, o, oh, ow, bp.Wq, rows, bias, act, params, res,
+                post[0], post[1], ph, pw, lo, hi),
             ntask, grain=max(1, CHUNK_MACS // max(1, macs_task)))
     return out

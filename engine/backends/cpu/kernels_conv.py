@@ -42,6 +42,7 @@ from engine.backends.cpu.conv_plan import as3d as _as3d
 from engine.backends.cpu.conv_plan import check_conv as _check
 from engine.backends.cpu.conv_plan import geom15 as _geom
 from engine.backends.cpu.conv_plan import plan as _plan
+from engine.backends.cpu.conv_pool_fused import monotone
 from engine.backends.cpu.registry import cpu_kernel
 from engine.ops.conv_pool import conv_transpose_geometry
 
@@ -84,19 +85,37 @@ def _epi(y2d: np.ndarray, b: np.ndarray, plan: ConvPlan, act, params, res2d=None
     return lambda r0, r1, c0, c1: bias_act_rows(y2d, b, act, params, r0, r1, c0, c1)
 
 
+def _conv_pooled(layer, x, w, bias, pool):
+    if x.dtype != np.float32 or x.ndim != 4 or w.dtype != x.dtype:
+        return None
+    plan = _plan(layer, x, w, bias)
+    (oh, ow), (ph, pw) = plan.out_shape, pool
+    if plan.kind != "blocked" or plan.group != 1 or oh < ph or ow < pw \
+            or not monotone(plan.act[0], plan.params):
+        return None
+    out = np.empty((x.shape[0], plan.Mg, oh // ph, ow // pw), np.float32)
+    return conv_blocked.run(plan.blk, plan.b, carr(x), out, plan.act[0], plan.params, None,
+                            (ACT_NONE, plan.params), pool)
+
+
 @cpu_kernel("Conv")
 def Conv(layer, inputs):
     return conv(layer, inputs)
 
 
-def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None):
+def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None, pool=None):
     """Conv; ``act`` (code, p0, p1) overrides the layer's fused activation, and ``res`` (an
     array of the output's shape) is added after it, followed by the activation ``post``.
     ``out``: a C-contiguous array of the output's shape and dtype to write (None: a new
-    one), e.g. a slice of a concatenation's output."""
+    one), e.g. a slice of a concatenation's output. ``pool`` (kh, kw): return the
+    non-overlapping max pool of the output instead (``conv_pool_fused``), or None where this
+    layer's kernel or activation cannot pool."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    if x.dtype.char == "e" and w.dtype == x.dtype:  # float16  # float32 math, rounded back once
+    if pool is not None:
+        return _conv_pooled(layer, x, w, bias, pool) if act is None and res is None \
+            and out is None else None
+    if x.dtype.char == "e" and w.dtype == x.dtype:  # float16: float32 math, rounded back once
         if act is not None or res is not None or out is not None:
             return None  # the caller runs the absorbed layers itself
         return Conv(layer, [None if a is None else a.astype(np.float32)
@@ -231,7 +250,7 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None)
 def ConvTranspose(layer, inputs):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
-    if x.dtype.char == "e" and w.dtype == x.dtype:  # float16  # float32 math, rounded back once
+    if x.dtype.char == "e" and w.dtype == x.dtype:  # float16: float32 math, rounded back once
         return ConvTranspose(layer, [None if a is None else a.astype(np.float32)
                                      for a in inputs]).astype(np.float16)
     _check(layer, x, w)

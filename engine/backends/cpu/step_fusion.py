@@ -13,6 +13,8 @@ reads, saving a pass over memory and a layer's dispatch:
   (``step_fusion_conv``);
 * Convs whose outputs are all of a channel Concat's inputs write into its output
   (``step_fusion_concat``);
+* Conv -> MaxPool with kernel = stride and no padding: the pool runs in the Conv's
+  epilogue (``conv_pool_fused``);
 * squeeze-and-excitation (GlobalAveragePool, two 1x1 Convs, Mul) as one step
   (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
@@ -34,6 +36,7 @@ from engine.backends.cpu.activation import (
     ACT_SILU,
     ACT_XHARDSIGMOID,
 )
+from engine.backends.cpu.conv_pool_fused import match_conv_maxpool
 from engine.backends.cpu.kernels_conv import conv
 from engine.backends.cpu.kernels_norm import batch_norm
 from engine.backends.cpu.step_fusion_channels import (
@@ -89,7 +92,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
             continue
         if layer.op_type == "Conv":
             fused = _conv_chain(i, steps, st[3], only_users, constants) \
-                or match_concat_of_convs(i, steps, st[3], only_users, constants)
+                or match_concat_of_convs(i, steps, st[3], only_users, constants) \
+                or match_conv_maxpool(i, steps, st[3], only_users, constants)
         elif layer.op_type == "GlobalAveragePool":
             fused = match_squeeze_excite(i, steps, st[3], only_users, constants)
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
