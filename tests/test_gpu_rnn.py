@@ -45,11 +45,27 @@ def _lstm_model(seq, batch, inp, hid, dirs, layout, outputs, with_states, revers
 ])
 def test_lstm_matches_onnxruntime(dirs, layout, outputs, with_states, reverse, require_gpu,
                                   rng):
-    seq, batch, inp, hid = 7, 3, 5, 6
+    _check(7, 3, 5, 6, dirs, layout, outputs, with_states, reverse, rng)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("hid,seq_max", [(70, None), (130, None), (6, 4)])
+def test_lstm_hidden_sizes_and_the_per_step_form(hid, seq_max, require_gpu, rng,
+                                                 monkeypatch):
+    """Invocations owning 2 and 3 hidden units of the one-dispatch recurrence, and the
+    per-step dispatches used for hidden sizes above ``SEQ_MAX_HIDDEN``."""
+    from engine.backends.gpu_compute import kernels_rnn
+
+    if seq_max is not None:
+        monkeypatch.setattr(kernels_rnn, "SEQ_MAX_HIDDEN", seq_max)
+    _check(5, 2, 4, hid, 2, 0, ("y", "y_h", "y_c"), True, False, rng)
+
+
+def _check(seq, batch, inp, hid, dirs, layout, outputs, with_states, reverse, rng):
     proto = _lstm_model(seq, batch, inp, hid, dirs, layout, outputs, with_states, reverse)
     feeds = {"x": rng.normal(size=(batch, seq, inp) if layout else (seq, batch, inp)),
              "w": rng.normal(0, 0.5, size=(dirs, 4 * hid, inp)),
-             "r": rng.normal(0, 0.5, size=(dirs, 4 * hid, hid)),
+             "r": rng.normal(0, 0.5 / max(1.0, hid / 16) ** 0.5, size=(dirs, 4 * hid, hid)),
              "b": rng.normal(0, 0.2, size=(dirs, 8 * hid))}
     if with_states:
         st = (batch, dirs, hid) if layout else (dirs, batch, hid)

@@ -1,5 +1,7 @@
-"""LSTM: the input projection of every step as one matmul per direction, then one dispatch
-per time step (both directions at once) with the recurrence in the shader.
+"""LSTM: the input projection of every step as one matmul per direction, then the recurrence
+in one dispatch for the whole sequence (one workgroup per direction and batch row, the
+hidden state shared in workgroup memory), or for hidden sizes above SEQ_MAX_HIDDEN one
+dispatch per time step (both directions at once).
 
 The projection used to be computed inside each step: on CPU adapters a step's cost is its
 loads, and the W loads were more than half of them; 80 steps of a narrow LSTM stay bound by
@@ -18,6 +20,9 @@ from engine.ops.base import Meta
 from engine.ops.rnn import lstm_default_reason
 
 F32_DT = np.dtype(np.float32)
+#: hidden sizes up to this run the whole sequence in one dispatch (``lstm_seq.wgsl``: 64
+#: invocations of up to 16 units a workgroup); larger ones dispatch once per step
+SEQ_MAX_HIDDEN = 1024
 
 
 @gpu_kernel("LSTM", since=7, dtypes=F32, inputs=(0, 1, 2, 3, 5, 6), check=lstm_default_reason)
@@ -45,11 +50,16 @@ def LSTM(ctx, layer, ins, metas, out_metas):
     gates = ctx.tensor(Meta((dirs, rows, 4 * hid), F32_DT))
     matmul(ctx, Operand(ins[0], inp, 1), Operand(ins[1], 1, inp, batch=4 * hid * inp), gates,
            rows, 4 * hid, inp, dirs, c_batch=rows * 4 * hid)
-    program = Program.of("lstm_step.wgsl")
-    for step in range(seq):
-        params = pack(seq, batch, inp, hid, dirs, step, layout, int(has_bias), rev_from,
-                      0, 0, 0)
-        ctx.dispatch(program, [gates, ins[2], aux, y, state], params, -(-dbh // 64))
+    if hid <= SEQ_MAX_HIDDEN:
+        params = pack(seq, batch, inp, hid, dirs, 0, layout, int(has_bias), rev_from, 0, 0, 0)
+        ctx.dispatch(Program.of("lstm_seq.wgsl"), [gates, ins[2], aux, y, state], params,
+                     dirs * batch)
+    else:
+        program = Program.of("lstm_step.wgsl")
+        for step in range(seq):
+            params = pack(seq, batch, inp, hid, dirs, step, layout, int(has_bias), rev_from,
+                          0, 0, 0)
+            ctx.dispatch(program, [gates, ins[2], aux, y, state], params, -(-dbh // 64))
     ctx.free(gates)
     outs = []
     names = list(layer.outputs) + [""] * (3 - len(layer.outputs))
