@@ -30,6 +30,9 @@ from engine.step_memo import key_of as memo_key
 from engine.step_memo import same_objects as memo_same
 from engine.tensor import Stored, free_released
 
+#: CPU kernels that read only their input's shape (a device input is not read back for them)
+META_ONLY = frozenset({"Shape", "Size"})
+
 
 class Slot:
     """A tensor during a placed run: its CPU value and/or device handle, and its metadata."""
@@ -222,8 +225,14 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
                     placement[layer.name] = Placement(BackendType.CPU, f"fallback: {reason}")
                 elif place.reason in (UNDECIDED, SYMBOLIC):
                     placement[layer.name] = Placement(place.backend, NATIVE)
-            if target is cpu and any(s is not None and s.cpu is None and s.dev is not None
-                                     for s in ins):
+            if target is cpu and layer.op_type in META_ONLY and layer.domain in ("", "ai.onnx"):
+                # only the shape is read: a stand-in of it, no readback and no wait for the
+                # GPU (which stalled the host's recording of every recorded run)
+                ins = [s if s is None or s.cpu is not None or s.dev is None else
+                       Slot(s.meta, cpu=np.broadcast_to(np.zeros((), s.meta.dtype), s.meta.shape))
+                       for s in ins]
+            elif target is cpu and any(s is not None and s.cpu is None and s.dev is not None
+                                       for s in ins):
                 # waiting for queued GPU work and the readback is its own bar, not the layer's
                 ts = time.perf_counter()
                 for s in ins:

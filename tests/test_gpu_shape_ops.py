@@ -255,3 +255,36 @@ def test_layer_normalization_some_statistics_on_pixel(outputs, rng):
     feeds = {"x": f32(rng, 3, 6, 10)}
     for g, w in zip(run_native(BackendType.GPU_PIXEL, proto, feeds), reference(proto, feeds)):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
+@backends
+def test_shape_of_a_gpu_tensor_waits_for_nothing(backend, rng):
+    """Shape and Size of a tensor the GPU computed run on the CPU from its metadata: no
+    readback, no wait for the GPU (a 'Sync' bar in the profile), outputs as onnxruntime's."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from engine import ModelLoader, Worker
+
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Shape", ["r"], ["s"], start=1),
+             helper.make_node("Size", ["r"], ["n"]),
+             helper.make_node("Concat", ["minus_one", "s"], ["target"], axis=0),
+             helper.make_node("Reshape", ["r", "target"], ["flat"]),
+             helper.make_node("Cast", ["n"], ["nf"], to=f),
+             helper.make_node("Mul", ["flat", "nf"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", f, ["b", 3, 5, 4])],
+        [helper.make_tensor_value_info("y", f, [None, None, None, None])],
+        [helper.make_tensor("minus_one", TensorProto.INT64, [1], [-1])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = f32(rng, 2, 3, 5, 4)
+    want = ort.InferenceSession(proto.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    with Worker(ModelLoader.from_proto(proto), backend) as worker:
+        for _ in range(2):  # the recorded runs (later ones replay the recording)
+            worker.schedule({"x": x})
+            got = worker.peek_output("y").download_to_array()
+            assert not [t.name for t in worker.last_profile.layers if t.op_type == "Sync"]
+            np.testing.assert_allclose(got, want, rtol=1e-6)
