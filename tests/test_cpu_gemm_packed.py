@@ -69,3 +69,15 @@ def test_nan_and_inf_reach_the_output_as_in_the_product():
     want = x @ w
     assert np.array_equal(np.isnan(got), np.isnan(want))
     assert np.array_equal(np.isinf(got), np.isinf(want))
+
+
+def test_weights_above_the_packing_limit_use_the_unpacked_product(monkeypatch):
+    monkeypatch.setattr(gemm_packed, "MAX_WEIGHT_BYTES", 1000)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((12, 30)).astype(np.float32)
+    w = rng.standard_normal((30, 20)).astype(np.float32)  # 2400 bytes
+    b = rng.standard_normal(20).astype(np.float32)
+    got = linear(x, w, b, EPI_GELU_TANH)
+    assert id(w) not in gemm_packed._packed
+    np.testing.assert_allclose(got, _reference(x, w, b, EPI_GELU_TANH, None), rtol=2e-5,
+                               atol=1e-4)

@@ -31,6 +31,10 @@ MR = 8
 ROWS = 64
 #: use this kernel for linear layers (False: sgemm; tests and benchmarks)
 ENABLED = True
+#: larger weights go to sgemm unpacked: a packed copy of each would double the memory of
+#: big (often memory-mapped) models, whose products are long enough to amortise sgemm's
+#: packing anyway
+MAX_WEIGHT_BYTES = 32 << 20
 
 _packed: dict[int, tuple] = {}
 

@@ -44,8 +44,9 @@ def match_linear(i, steps, t, only_users, constants):
     bias = _const_f32(constants, add[2][0], 1)
     if bias is None or bias.shape != (w.shape[1],):
         return None
-    # the weight only goes to BLAS: never copied (a read-only or memory-mapped weight stays
-    # shared); the small bias goes to the Numba epilogue as the writable type it is built for
+    # the weight is not copied here (a read-only or memory-mapped weight stays shared; up to
+    # gemm_packed.MAX_WEIGHT_BYTES it gets a packed copy at first use); the small bias goes
+    # to the Numba epilogue as the writable type it is built for
     w, bias = np.ascontiguousarray(w), carr(bias)
     parts, out, act, res = [add[0]], steps[add[0]][3], EPI_BIAS, None
     gelu = _gelu_after(steps, out, only_users, constants)
