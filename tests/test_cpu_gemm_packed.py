@@ -81,3 +81,71 @@ def test_weights_above_the_packing_limit_use_the_unpacked_product(monkeypatch):
     assert id(w) not in gemm_packed._packed
     np.testing.assert_allclose(got, _reference(x, w, b, EPI_GELU_TANH, None), rtol=2e-5,
                                atol=1e-4)
+
+
+def _run_model(nodes, inits, feeds_list, outputs=("y",), monkeypatch=None):
+    """Runs on the engine and onnxruntime compared; returns how many products were packed."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from engine import ModelLoader, Worker
+
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(n, f, list(v.shape))
+                     for n, v in feeds_list[0].items()],
+        [helper.make_tensor_value_info(o, f, [None, None]) for o in outputs],
+        [numpy_helper.from_array(v, k) for k, v in inits.items()])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    model = ModelLoader.from_proto(proto)
+    calls = []
+    real = gemm_packed.matmul_packed
+
+    def spy(*args):
+        calls.append(args[1].shape)
+        return real(*args)
+
+    monkeypatch.setattr(gemm_packed, "matmul_packed", spy)
+    with Worker(model, "cpu") as worker:
+        for feeds in feeds_list:  # the second and later runs take the packed product
+            worker.schedule(feeds)
+            for name, want in zip(outputs, session.run(list(outputs), feeds)):
+                got = worker.peek_output(name).download_to_array()
+                np.testing.assert_allclose(got, want, rtol=3e-5, atol=3e-5)
+    return len(calls)
+
+
+@pytest.mark.parametrize("trans_b,c_shape,beta,relu", [
+    (1, (40,), 1.0, True), (0, (1, 40), 0.5, False), (1, (), 1.0, False),
+    (0, None, 1.0, True), (1, (6, 40), 1.0, False)])  # last: a full C, not packed
+def test_gemm_by_constant_weights(trans_b, c_shape, beta, relu, monkeypatch):
+    from onnx import helper
+
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((40, 50) if trans_b else (50, 40)).astype(np.float32)
+    inits = {"w": w}
+    ins = ["x", "w"]
+    if c_shape is not None:
+        inits["c"] = rng.standard_normal(c_shape).astype(np.float32)
+        ins.append("c")
+    nodes = [helper.make_node("Gemm", ins, ["g"], transB=trans_b, beta=beta)]
+    nodes.append(helper.make_node("Relu" if relu else "Identity", ["g"], ["y"]))
+    feeds = [{"x": rng.standard_normal((6, 50)).astype(np.float32)} for _ in range(3)]
+    packed_calls = _run_model(nodes, inits, feeds, monkeypatch=monkeypatch)
+    # the first run multiplies unpacked and notes the weight; the next two pack it
+    assert packed_calls == (0 if c_shape == (6, 40) else 2)
+
+
+def test_matmul_packs_a_repeated_weight_not_a_fresh_one(monkeypatch):
+    from onnx import helper
+
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((24, 36)).astype(np.float32)
+    # y = x @ w (constant); z = x @ (x^T x) (a fresh operand every run)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]),
+             helper.make_node("Transpose", ["x"], ["xt"]),
+             helper.make_node("MatMul", ["xt", "x"], ["gram"]),
+             helper.make_node("MatMul", ["x", "gram"], ["z"])]
+    feeds = [{"x": rng.standard_normal((10, 24)).astype(np.float32)} for _ in range(3)]
+    assert _run_model(nodes, {"w": w}, feeds, outputs=("y", "z"), monkeypatch=monkeypatch) == 2

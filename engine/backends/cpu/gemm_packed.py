@@ -36,23 +36,39 @@ ENABLED = True
 #: packing anyway
 MAX_WEIGHT_BYTES = 32 << 20
 
-_packed: dict[int, tuple] = {}
+_packed: dict[tuple[int, bool], tuple] = {}
 
 
-def packed(w: np.ndarray) -> np.ndarray:
-    """``w`` [K, N] packed for ``matmul_packed``, made once per weight array (kept while the
-    array lives: model constants are the same objects every run)."""
-    hit = _packed.get(id(w))
+def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
+    """``w`` [K, N] (``trans``: ``w`` is [N, K] and the product is with its transpose)
+    packed for ``matmul_packed``, made once per weight array (kept while the array lives:
+    model constants are the same objects every run)."""
+    key = (id(w), trans)
+    hit = _packed.get(key)
     if hit is not None and hit[0]() is w:
         return hit[1]
-    K, N = w.shape
+    N, K = w.shape if trans else w.shape[::-1]
     nb = -(-N // NR)
     wp = np.zeros((nb * NR, K), np.float32)
-    wp[:N] = w.T
+    wp[:N] = w if trans else w.T
     bp = aligned(wp.reshape(nb, NR, K).transpose(0, 2, 1)).reshape(-1)
-    key = id(w)
     _packed[key] = (weakref.ref(w, lambda _ref, key=key: _packed.pop(key, None)), bp)
     return bp
+
+
+def worth_packing(layer, w: np.ndarray, trans: bool = False) -> bool:
+    """Whether a product with ``w`` should use the packed kernel: float32, at most
+    MAX_WEIGHT_BYTES, and either packed already or the very array this layer multiplied by
+    on its previous call (a constant, or a value kept from constants: packing a fresh
+    operand on every call would cost what sgemm's own packing does)."""
+    if not ENABLED or w.dtype != np.float32 or w.ndim != 2 or w.nbytes > MAX_WEIGHT_BYTES:
+        return False
+    hit = _packed.get((id(w), trans))
+    if hit is not None and hit[0]() is w:
+        return True
+    last = layer.__dict__.get("_cpu_last_weight")
+    layer.__dict__["_cpu_last_weight"] = weakref.ref(w)
+    return last is not None and last() is w
 
 
 @njit(**_OPTS)
@@ -120,12 +136,13 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
 
 
 def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray, act: int,
-                  res: np.ndarray, has_res: bool) -> np.ndarray:
-    """y = epilogue(x2 @ w) for C-contiguous float32 x2 (M, K), constant w (K, N), y (M, N).
-    The threads split the column panels of a few rows, the row blocks of many."""
+                  res: np.ndarray, has_res: bool, trans: bool = False) -> np.ndarray:
+    """y = epilogue(x2 @ w) for C-contiguous float32 x2 (M, K), constant w (K, N) (or
+    (N, K) with ``trans``), y (M, N). The threads split the column panels of a few rows,
+    the row blocks of many."""
     M, K = x2.shape
-    bp = packed(w)
-    nb = -(-w.shape[1] // NR)
+    bp = packed(w, trans)
+    nb = -(-y.shape[1] // NR)
     a = x2.reshape(-1)
     grain_macs = threads.SPLIT_MIN_FLOPS // 2
     if M <= ROWS:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from engine.backends.cpu import threads
+from engine.backends.cpu import gemm_packed, threads
 from engine.backends.cpu.activation import ACT_NONE, activation_of, epilogue
+from engine.backends.cpu.linear_epilogue import EPI_BIAS
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 
@@ -19,6 +20,29 @@ def _float(layer, *arrays) -> None:
     for a in arrays:
         if a.dtype.kind not in "fiu" and a.dtype not in _HALF:
             raise KernelError(f"layer {layer.name!r}: {layer.op_type} does not take {a.dtype}")
+
+
+_F32 = np.dtype(np.float32)
+_NO_RES = np.zeros((1, 1), np.float32)
+_ZEROS: dict[int, np.ndarray] = {}
+
+
+def _zeros(n: int) -> np.ndarray:
+    z = _ZEROS.get(n)
+    if z is None:
+        z = _ZEROS[n] = np.zeros(n, np.float32)
+    return z
+
+
+def _row_bias(c, n: int, beta: float) -> np.ndarray | None:
+    """Gemm's C as a float32 bias of the n output columns (times beta), or None when it is
+    another shape (per-row, full matrix)."""
+    if c is None or beta == 0.0 or not c.size:
+        return _zeros(n)
+    if c.dtype != _F32 or c.size not in (1, n) or (c.ndim == 2 and c.shape[0] != 1):
+        return None
+    bias = np.broadcast_to(c.reshape(-1), (n,))
+    return np.ascontiguousarray(bias * np.float32(beta) if beta != 1.0 else bias)
 
 
 def _widen(*arrays):
@@ -40,6 +64,18 @@ def Gemm(layer, inputs):
     alpha = float(layer.attr("alpha", 1.0))
     beta = float(layer.attr("beta", 1.0))
     m, n = a.shape[0], b.shape[1]
+    bias = _row_bias(c, n, beta)
+    if alpha == 1.0 and bias is not None and a.dtype == _F32 \
+            and gemm_packed.worth_packing(layer, inputs[1], bool(layer.attr("transB", 0))):
+        # a linear layer by constant weights (a classifier's): the packed product, bias in
+        # its epilogue, then the fused activation
+        y = np.empty((m, n), np.float32)
+        gemm_packed.matmul_packed(np.ascontiguousarray(a), inputs[1], y, bias, EPI_BIAS,
+                                  _NO_RES, False, bool(layer.attr("transB", 0)))
+        act = activation_of(layer)
+        if act[0] != ACT_NONE:
+            epilogue(y.reshape(1, -1), None, act)
+        return y
     y = np.empty((m, n), np.result_type(a.dtype, b.dtype))
     threads.matmul(a, b, y)
     if alpha != 1.0:
@@ -67,7 +103,11 @@ def MatMul(layer, inputs):
         # [..., K] @ [K, N] (a transformer's linear layers): one 2-D product over all rows,
         # split over the backend's threads (np.matmul would run it on one)
         out = np.empty(a.shape[:-1] + (b.shape[1],), a.dtype)
-        threads.matmul(np.ascontiguousarray(a).reshape(-1, a.shape[-1]), b,
-                       out.reshape(-1, b.shape[1]))
+        a2 = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
+        if a.dtype == _F32 and gemm_packed.worth_packing(layer, b):
+            gemm_packed.matmul_packed(a2, b, out.reshape(-1, b.shape[1]),
+                                      _zeros(b.shape[1]), EPI_BIAS, _NO_RES, False)
+            return out
+        threads.matmul(a2, b, out.reshape(-1, b.shape[1]))
         return out
     return np.matmul(a, b)
