@@ -48,6 +48,28 @@ def test_fast_function_matches_float64(name, rng):
         np.testing.assert_array_equal(got[inf], want[inf])
 
 
+def test_silu_matches_float64_and_the_two_layers_at_the_edges(rng):
+    x = np.concatenate([rng.standard_normal(40000) * s for s in (0.1, 2, 20)]
+                       + [rng.uniform(-100, 100, 20000)]).astype(np.float32)
+    edges = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 88.0, -88.0, -87.5, -88.5, -200.0,
+                      200.0, 3.4e38, -3.4e38], np.float32)
+    x = np.concatenate([x, edges])
+    got = np.empty_like(x)
+    _loop(fastmath.silu_f32)(x, got)
+    xd = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        layers = xd * special.expit(xd)  # Sigmoid then Mul: -inf * 0 is NaN
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(layers))
+    ok = np.isfinite(layers)
+    big = np.abs(layers[ok]) > 1e-30
+    rel = np.abs(got[ok][big] - layers[ok][big]) / np.abs(layers[ok][big])
+    assert rel.max() < 4e-7
+    small = np.abs(got[ok][~big] - layers[ok][~big])
+    assert np.all(small < 2e-36 + 4e-7 * np.abs(layers[ok][~big]))  # subnormal: about zero
+    assert got[x == np.inf][0] == np.inf
+    assert np.all(got[np.abs(x) == np.float32(3.4e38)] == [np.float32(3.4e38), -0.0])
+
+
 @pytest.mark.parametrize("tanh_form", [False, True])
 def test_array_gelu_and_erf(tanh_form, rng):
     x = (rng.standard_normal((3, 70001)) * 3).astype(np.float32)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.fastmath import sigmoid_any, tanh_any
+from engine.backends.cpu.fastmath import sigmoid_any, silu_any, tanh_any
 from engine.errors import KernelError
 from engine.model import Layer
 from engine.ops.activations import ACTIVATIONS
@@ -86,7 +86,7 @@ def _act(v, act, p0, p1):
     if act == ACT_TANH:
         return tanh_any(v)
     if act == ACT_SILU:
-        return v * sigmoid_any(v)
+        return silu_any(v)
     if act == ACT_XHARDSIGMOID:
         return v * min(max(v * p0 + p1, zero), zero + 1)
     return v
@@ -131,7 +131,7 @@ def act_row(src, dst, n, b, act, p0, p1):
             dst[q] = _act(src[q] + b, act, p0, p1)
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def act_plane(src, stride, dst, b, act, p0, p1):
     """``dst[y, :] = act(src[y * stride:][:ow] + b)`` for every row of a 2-D ``dst``: the
     activation is chosen once per plane, not once per row (with ``act_row`` inlined into a
@@ -200,7 +200,7 @@ def store_row(src, dst, n, b, add, has_res, act, p0, p1, post, q0, q1):
             dst[q] = _act(src[q] + b, act, p0, p1)
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
     """In place on block ``r0:r1, c0:c1`` of a 2-D ``y``: ``y[r] = act(y[r] + bias[r])``; an
     empty bias adds nothing. ``params`` holds the activation's two parameters in y's dtype.
@@ -250,7 +250,7 @@ def bias_act_rows(y, bias, act, params, r0, r1, c0, c1):
             act_row(row, row, c1 - c0, bias[r] if nb > 0 else zero, act, p0, p1)
 
 
-@njit(nogil=True, cache=True, error_model="numpy")
+@njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract"})
 def bias_res_act_rows(y, bias, act, params, res, post, pparams, r0, r1, c0, c1):
     """``bias_act_rows`` followed by a residual: ``y = post(act(y + bias) + res)`` on block
     ``r0:r1, c0:c1``; ``res`` has y's shape, ``pparams`` holds ``post``'s parameters."""

