@@ -56,8 +56,8 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
             _layer("Conv", group=4, strides=[2, 2]), [x, r(8, 1, 3, 3)])),
         ("ConvTranspose", ("ConvTranspose",), lambda: kc.ConvTranspose(
             _layer("ConvTranspose", strides=[2, 2]), [x, r(4, 2, 3, 3)])),
-        ("Gemm", ("Gemm", "MatMul"), lambda: kg.Gemm(
-            _layer("Gemm", transB=1, activation="Relu"), [r(2, 5), r(3, 5), r(3)])),
+        ("Gemm", ("Gemm", "MatMul"), lambda: _gemm(kg, r)),
+        ("LSTM", ("LSTM",), lambda: _lstm(r)),
         ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: _pools(kp, x)),
         ("MaxPool (Indices), LpPool", ("MaxPool", "LpPool"), lambda: kp.MaxPool(
             _layer("MaxPool", 2, kernel_shape=[2, 2]), [x])),
@@ -98,6 +98,25 @@ def _pools(kp, x) -> None:
         run(_layer(op, kernel_shape=[3, 3], pads=[1, 1, 1, 1]), [x])
         run(_layer(op, kernel_shape=[2, 2], strides=[2, 2]), [x])
         run(_layer(op, kernel_shape=[3, 3]), [x])
+
+
+def _gemm(kg, r) -> None:
+    """sgemm with its epilogue, and the packed product a repeated weight gets from its
+    second call on (``gemm_packed``)."""
+    layer, w = _layer("Gemm", transB=1, activation="Relu"), r(3, 5)
+    for _ in range(2):
+        kg.Gemm(layer, [r(2, 5), w, r(3)])
+
+
+def _lstm(r) -> None:
+    """The fused float32 LSTM (``rnn_fast``), one direction and both."""
+    from engine.backends.cpu import kernels_rnn
+
+    if r(1).dtype != np.float32:
+        return
+    for direction, dirs in (("forward", 1), ("bidirectional", 2)):
+        kernels_rnn.LSTM(_layer("LSTM", 3, hidden_size=2, direction=direction),
+                         [r(3, 1, 4), r(dirs, 8, 4), r(dirs, 8, 2), r(dirs, 16)])
 
 
 def _transformer(r) -> None:
