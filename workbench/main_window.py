@@ -262,7 +262,10 @@ class MainWindow(WindowUi, WindowRun, WindowFiles, WindowCompare, WindowPlacemen
                 self.inputs.cards[0].load_file(path)
 
     def _on_graph_drawn(self) -> None:
-        if self._t_open and "to_graph_ms" not in self.load_timings:
+        # load_ms is set when this open's model arrives: a graph of the previous model that
+        # finishes drawing after the new open is not the one being timed
+        if self._t_open and "load_ms" in self.load_timings \
+                and "to_graph_ms" not in self.load_timings:
             self.session.load_timings["to_graph_ms"] = (time.perf_counter() - self._t_open) * 1e3
 
     def _on_load_failed(self, path: str, message: str) -> None:
