@@ -53,7 +53,8 @@ def test_leading_dims_and_the_packed_weights_are_kept():
     got = linear(x, w, b)
     np.testing.assert_allclose(got, _reference(x.reshape(-1, 24), w, b, EPI_BIAS, None)
                                .reshape(2, 9, 40), rtol=2e-5, atol=1e-4)
-    key = id(w)
+    key = (id(w), False)
+    assert key in gemm_packed._packed
     del w
     assert key not in gemm_packed._packed  # freed with its weights
 
@@ -149,3 +150,20 @@ def test_matmul_packs_a_repeated_weight_not_a_fresh_one(monkeypatch):
              helper.make_node("MatMul", ["x", "gram"], ["z"])]
     feeds = [{"x": rng.standard_normal((10, 24)).astype(np.float32)} for _ in range(3)]
     assert _run_model(nodes, {"w": w}, feeds, outputs=("y", "z"), monkeypatch=monkeypatch) == 2
+
+
+def test_no_packing_past_the_total_budget(monkeypatch):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((9, 16)).astype(np.float32)
+    b = np.zeros(24, np.float32)
+    w1, w2 = (rng.standard_normal((16, 24)).astype(np.float32) for _ in range(2))
+    monkeypatch.setattr(gemm_packed, "_packed", {})
+    monkeypatch.setattr(gemm_packed, "_held", [0])
+    monkeypatch.setattr(gemm_packed, "MAX_PACKED_BYTES", w1.nbytes + 8 * 16 * 4)
+    for w in (w1, w2):
+        np.testing.assert_allclose(linear(x, w, b), x @ w, rtol=2e-5, atol=1e-4)
+    assert [k[0] for k in gemm_packed._packed] == [id(w1)]  # the second did not fit
+    held = gemm_packed._held[0]
+    assert held == gemm_packed._packed[(id(w1), False)][1].nbytes
+    del w1
+    assert gemm_packed._held[0] == 0 and not gemm_packed._packed

@@ -35,8 +35,29 @@ ENABLED = True
 #: big (often memory-mapped) models, whose products are long enough to amortise sgemm's
 #: packing anyway
 MAX_WEIGHT_BYTES = 32 << 20
+#: packed copies kept at once, all models together: the copies sit beside the weights
+#: (bert's 12.8 MB beside its 14.5); past this, further weights go to sgemm unpacked
+MAX_PACKED_BYTES = 512 << 20
 
 _packed: dict[tuple[int, bool], tuple] = {}
+_held = [0]  # bytes of the packed copies in ``_packed``
+
+
+def _forget(key) -> None:
+    entry = _packed.pop(key, None)
+    if entry is not None:
+        _held[0] -= entry[1].nbytes
+
+
+def packable(w: np.ndarray, trans: bool = False) -> bool:
+    """Whether ``w`` is packed already or may be: float32, 2-D, at most MAX_WEIGHT_BYTES,
+    and room left under MAX_PACKED_BYTES."""
+    if not ENABLED or w.dtype != np.float32 or w.ndim != 2 or w.nbytes > MAX_WEIGHT_BYTES:
+        return False
+    hit = _packed.get((id(w), trans))
+    if hit is not None and hit[0]() is w:
+        return True
+    return _held[0] + w.nbytes <= MAX_PACKED_BYTES
 
 
 def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
@@ -52,16 +73,18 @@ def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
     wp = np.zeros((nb * NR, K), np.float32)
     wp[:N] = w if trans else w.T
     bp = aligned(wp.reshape(nb, NR, K).transpose(0, 2, 1)).reshape(-1)
-    _packed[key] = (weakref.ref(w, lambda _ref, key=key: _packed.pop(key, None)), bp)
+    _forget(key)  # a dead array's entry whose id came back
+    _packed[key] = (weakref.ref(w, lambda _ref, key=key: _forget(key)), bp)
+    _held[0] += bp.nbytes
     return bp
 
 
 def worth_packing(layer, w: np.ndarray, trans: bool = False) -> bool:
-    """Whether a product with ``w`` should use the packed kernel: float32, at most
-    MAX_WEIGHT_BYTES, and either packed already or the very array this layer multiplied by
-    on its previous call (a constant, or a value kept from constants: packing a fresh
-    operand on every call would cost what sgemm's own packing does)."""
-    if not ENABLED or w.dtype != np.float32 or w.ndim != 2 or w.nbytes > MAX_WEIGHT_BYTES:
+    """Whether a product with ``w`` should use the packed kernel: ``packable``, and either
+    packed already or the very array this layer multiplied by on its previous call (a
+    constant, or a value kept from constants: packing a fresh operand on every call would
+    cost what sgemm's own packing does)."""
+    if not packable(w, trans):
         return False
     hit = _packed.get((id(w), trans))
     if hit is not None and hit[0]() is w:
