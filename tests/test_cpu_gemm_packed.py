@@ -13,6 +13,12 @@ from engine.backends.cpu import gemm_packed, threads
 from engine.backends.cpu.linear_fused import EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH, linear
 
 
+@pytest.fixture(autouse=True)
+def _pack_small_products(monkeypatch):
+    """These products are small; the size floor is tested on its own."""
+    monkeypatch.setattr(gemm_packed, "MIN_MACS", 0)
+
+
 def _reference(x, w, b, act, res):
     y = x.astype(np.float64) @ w.astype(np.float64) + b
     if act == EPI_GELU_ERF:
@@ -167,3 +173,14 @@ def test_no_packing_past_the_total_budget(monkeypatch):
     assert held == gemm_packed._packed[(id(w1), False)][1].nbytes
     del w1
     assert gemm_packed._held[0] == 0 and not gemm_packed._packed
+
+
+def test_products_below_the_size_floor_stay_unpacked(monkeypatch):
+    monkeypatch.setattr(gemm_packed, "MIN_MACS", 10_000)
+    rng = np.random.default_rng(14)
+    w = rng.standard_normal((32, 40)).astype(np.float32)
+    b = np.zeros(40, np.float32)
+    for rows, packs in ((7, False), (8, True)):  # 7 * 1280 < 10000 <= 8 * 1280
+        x = rng.standard_normal((rows, 32)).astype(np.float32)
+        np.testing.assert_allclose(linear(x, w, b), x @ w, rtol=2e-5, atol=1e-4)
+        assert ((id(w), False) in gemm_packed._packed) == packs

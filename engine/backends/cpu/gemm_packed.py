@@ -35,6 +35,9 @@ ENABLED = True
 #: big (often memory-mapped) models, whose products are long enough to amortise sgemm's
 #: packing anyway
 MAX_WEIGHT_BYTES = 32 << 20
+#: products smaller than this many multiply-adds stay with sgemm: a tiny product (a
+#: streaming model's 16 x 32 x 128) spent more in the call than in the arithmetic
+MIN_MACS = 131072
 #: packed copies kept at once, all models together: the copies sit beside the weights
 #: (bert's 12.8 MB beside its 14.5); past this, further weights go to sgemm unpacked
 MAX_PACKED_BYTES = 512 << 20
@@ -49,10 +52,12 @@ def _forget(key) -> None:
         _held[0] -= entry[1].nbytes
 
 
-def packable(w: np.ndarray, trans: bool = False) -> bool:
+def packable(w: np.ndarray, trans: bool = False, rows: int = 1 << 30) -> bool:
     """Whether ``w`` is packed already or may be: float32, 2-D, at most MAX_WEIGHT_BYTES,
-    and room left under MAX_PACKED_BYTES."""
-    if not ENABLED or w.dtype != np.float32 or w.ndim != 2 or w.nbytes > MAX_WEIGHT_BYTES:
+    room left under MAX_PACKED_BYTES, and a product with ``rows`` rows of at least
+    MIN_MACS multiply-adds."""
+    if not ENABLED or w.dtype != np.float32 or w.ndim != 2 or w.nbytes > MAX_WEIGHT_BYTES \
+            or rows * w.size < MIN_MACS:
         return False
     hit = _packed.get((id(w), trans))
     if hit is not None and hit[0]() is w:
@@ -79,12 +84,12 @@ def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
     return bp
 
 
-def worth_packing(layer, w: np.ndarray, trans: bool = False) -> bool:
+def worth_packing(layer, w: np.ndarray, trans: bool = False, rows: int = 1 << 30) -> bool:
     """Whether a product with ``w`` should use the packed kernel: ``packable``, and either
     packed already or the very array this layer multiplied by on its previous call (a
     constant, or a value kept from constants: packing a fresh operand on every call would
     cost what sgemm's own packing does)."""
-    if not packable(w, trans):
+    if not packable(w, trans, rows):
         return False
     hit = _packed.get((id(w), trans))
     if hit is not None and hit[0]() is w:

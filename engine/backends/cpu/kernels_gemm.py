@@ -66,7 +66,7 @@ def Gemm(layer, inputs):
     m, n = a.shape[0], b.shape[1]
     bias = _row_bias(c, n, beta)
     if alpha == 1.0 and bias is not None and a.dtype == _F32 \
-            and gemm_packed.worth_packing(layer, inputs[1], bool(layer.attr("transB", 0))):
+            and gemm_packed.worth_packing(layer, inputs[1], bool(layer.attr("transB", 0)), m):
         # a linear layer by constant weights (a classifier's): the packed product, bias in
         # its epilogue, then the fused activation
         y = np.empty((m, n), np.float32)
@@ -104,7 +104,7 @@ def MatMul(layer, inputs):
         # split over the backend's threads (np.matmul would run it on one)
         out = np.empty(a.shape[:-1] + (b.shape[1],), a.dtype)
         a2 = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
-        if a.dtype == _F32 and gemm_packed.worth_packing(layer, b):
+        if a.dtype == _F32 and gemm_packed.worth_packing(layer, b, rows=a2.shape[0]):
             gemm_packed.matmul_packed(a2, b, out.reshape(-1, b.shape[1]),
                                       _zeros(b.shape[1]), EPI_BIAS, _NO_RES, False)
             return out

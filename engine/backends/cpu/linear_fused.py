@@ -41,7 +41,7 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray, act: int = EPI_BIAS,
     r2 = _NO_RES if res is None else np.ascontiguousarray(res).reshape(-1, n)
     has_res = res is not None
     x2 = np.ascontiguousarray(x).reshape(-1, w.shape[0])
-    if gemm_packed.packable(w):
+    if gemm_packed.packable(w, rows=x2.shape[0]):
         gemm_packed.matmul_packed(x2, w, y, bias, act, r2, has_res)
         return out
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu import threads
+from engine.backends.cpu import gemm_packed, threads
 from engine.backends.cpu.fastmath import sigmoid_f32, tanh_f32
+from engine.backends.cpu.linear_epilogue import EPI_BIAS
 from engine.backends.cpu.simd import aligned, vadd, vbcast, vfma, vload, vstore, vzero
 
 
@@ -42,6 +43,7 @@ def call_key(inputs) -> tuple:
             None if c0 is None else (c0.shape, c0.dtype), rest)
 
 
+_NO_RES = np.zeros((1, 1), np.float32)
 #: gate values per register block of the recurrence (4 vectors of 16)
 BLOCK = 64
 #: fewest multiply-adds of one direction's recurrence for the two directions of a
@@ -64,8 +66,9 @@ def _weights(layer, w, r, b, hidden: int) -> _Weights:
     k.w, k.r, k.b = w, r, b
     n_dir, g4 = w.shape[0], 4 * hidden
     G = -(-g4 // BLOCK) * BLOCK
-    k.wt = np.zeros((n_dir, w.shape[2], G), np.float32)
-    k.wt[:, :, :g4] = np.transpose(w, (0, 2, 1))
+    wt = np.zeros((n_dir, w.shape[2], G), np.float32)
+    wt[:, :, :g4] = np.transpose(w, (0, 2, 1))
+    k.wt = tuple(wt[d] for d in range(n_dir))  # kept objects: the packed product keys on them
     rt = np.zeros((n_dir, hidden, G), np.float32)
     rt[:, :, :g4] = np.transpose(r, (0, 2, 1))
     k.rp = aligned(rt.reshape(n_dir, hidden, G // BLOCK, BLOCK).transpose(0, 2, 1, 3)
@@ -130,6 +133,19 @@ def lstm_recurrence(xw, rp, h, c, y, reverse):
                 yn[j] = hv
 
 
+def _projection(x2: np.ndarray, k: _Weights, d: int) -> np.ndarray:
+    """x2 @ W[d]^T + both biases for every step of direction d: the packed product with the
+    bias in its epilogue (the weights are the layer's kept transposes), else sgemm."""
+    w = k.wt[d]
+    if x2.dtype == np.float32 and gemm_packed.packable(w, rows=x2.shape[0]):
+        out = np.empty((x2.shape[0], w.shape[1]), np.float32)
+        return gemm_packed.matmul_packed(np.ascontiguousarray(x2), w, out, k.bias[d],
+                                         EPI_BIAS, _NO_RES, False)
+    xw = x2 @ w
+    xw += k.bias[d]
+    return xw
+
+
 def lstm_fast(layer, inputs):
     """LSTM outputs (Y, Y_h, Y_c) for inputs ``lstm_fast_ok`` accepted."""
     x, w, r = inputs[0], inputs[1], inputs[2]
@@ -146,8 +162,7 @@ def lstm_fast(layer, inputs):
     x2 = np.ascontiguousarray(x).reshape(seq * batch, -1)
     G = k.bias.shape[1]
     if n_dir == 1:
-        xw = (x2 @ k.wt[0]).reshape(seq, batch, G)
-        xw += k.bias[0]
+        xw = _projection(x2, k, 0).reshape(seq, batch, G)
         lstm_recurrence(xw, k.rp[0], yh[0], yc[0], y.reshape(seq, batch, hidden),
                         layer.attr("direction", "forward") == "reverse")
         return y, yh, yc
@@ -155,8 +170,7 @@ def lstm_fast(layer, inputs):
 
     def direction(d0, d1):
         for d in range(d0, d1):
-            xw = (x2 @ k.wt[d]).reshape(seq, batch, G)
-            xw += k.bias[d]
+            xw = _projection(x2, k, d).reshape(seq, batch, G)
             lstm_recurrence(xw, k.rp[d], yh[d], yc[d], yd[d], d == 1)
 
     macs = seq * batch * G * (hidden + x2.shape[1])
