@@ -1,5 +1,7 @@
 """``x @ w`` for a constant weight ``w`` [K, N], packed once, with the linear layer's epilogue
-(``linear_fused``) applied to each block of columns right after it is computed.
+(``linear_epilogue``: bias, GELU or residual) applied to each block right after it is
+computed. Used by the fused linear layers (``linear_fused``), Gemm and MatMul by a repeated
+weight (``kernels_gemm``) and the LSTM's input projection (``rnn_fast``).
 
 sgemm packs both operands on every call; a transformer's linear layers multiply a few dozen
 to a few hundred rows by the same weights every run, where that packing and sgemm's small-M
@@ -7,8 +9,9 @@ blocking cost a third of the time (64 x 256 x 256: OpenBLAS 124 GFLOP/s on one c
 kernel 170). The weights are packed at first use as [N/32][K][32] (zero columns pad N),
 64-byte aligned: one panel's 32 columns of a row of ``w`` are two vector loads. A register
 tile is 8 rows x 32 columns (16 zmm accumulators, ``simd``); per k, two loads of ``w``, eight
-broadcasts of ``x`` and sixteen fused multiply-adds. The threads split the column panels.
-Rows beyond a multiple of 8 go through an 8-row scratch tile.
+broadcasts of ``x`` and sixteen fused multiply-adds. Rows go 64 at a time against every
+panel (those rows of ``x`` stay in cache); the threads split the panels of a few rows or
+the row blocks of many. Rows beyond a multiple of 8 go through an 8-row scratch tile.
 """
 
 from __future__ import annotations
