@@ -109,9 +109,9 @@ def _run_model(nodes, inits, feeds_list, outputs=("y",), monkeypatch=None):
     calls = []
     real = gemm_packed.matmul_packed
 
-    def spy(*args):
+    def spy(*args, **kwargs):
         calls.append(args[1].shape)
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(gemm_packed, "matmul_packed", spy)
     with Worker(model, "cpu") as worker:

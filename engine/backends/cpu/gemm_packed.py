@@ -23,7 +23,7 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.linear_epilogue import linear_epilogue
+from engine.backends.cpu.linear_epilogue import EPI_BIAS, linear_epilogue
 from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
 
 #: columns per packed panel (two 16-float vectors)
@@ -45,8 +45,18 @@ MIN_MACS = 131072
 #: (bert's 12.8 MB beside its 14.5); past this, further weights go to sgemm unpacked
 MAX_PACKED_BYTES = 512 << 20
 
+_NO_RES = np.zeros((1, 1), np.float32)
+_ZEROS: dict[int, np.ndarray] = {}
 _packed: dict[tuple[int, bool], tuple] = {}
 _held = [0]  # bytes of the packed copies in ``_packed``
+
+
+def _zeros(n: int) -> np.ndarray:
+    """A bias of n zeros (products without one), made once per width."""
+    z = _ZEROS.get(n)
+    if z is None:
+        z = _ZEROS[n] = np.zeros(n, np.float32)
+    return z
 
 
 def _forget(key) -> None:
@@ -166,14 +176,21 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
             linear_epilogue(y, bias, act, res, has_res, r0, r1, n0, min(N, n0 + NR))
 
 
-def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray, act: int,
-                  res: np.ndarray, has_res: bool, trans: bool = False) -> np.ndarray:
+def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
+                  act: int = EPI_BIAS, res: np.ndarray | None = None,
+                  trans: bool = False) -> np.ndarray:
     """y = epilogue(x2 @ w) for C-contiguous float32 x2 (M, K), constant w (K, N) (or
-    (N, K) with ``trans``), y (M, N). The threads split the column panels of a few rows,
-    the row blocks of many."""
+    (N, K) with ``trans``), y (M, N): + ``bias`` (N,) if given, then GELU (``act``) or +
+    ``res`` (M, N). The threads split the column panels of a few rows, the row blocks of
+    many."""
+    N = y.shape[1]
+    if bias is None:
+        bias = _zeros(N)
+    has_res = res is not None
+    res = res if has_res else _NO_RES
     M, K = x2.shape
     bp = packed(w, trans)
-    nb = -(-y.shape[1] // NR)
+    nb = -(-N // NR)
     a = x2.reshape(-1)
     grain_macs = threads.SPLIT_MIN_FLOPS // 2
     if M <= ROWS:

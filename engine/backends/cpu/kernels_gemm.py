@@ -8,7 +8,6 @@ import numpy as np
 
 from engine.backends.cpu import gemm_packed, threads
 from engine.backends.cpu.activation import ACT_NONE, activation_of, epilogue
-from engine.backends.cpu.linear_epilogue import EPI_BIAS
 from engine.backends.cpu.registry import cpu_kernel
 from engine.errors import KernelError
 
@@ -23,24 +22,15 @@ def _float(layer, *arrays) -> None:
 
 
 _F32 = np.dtype(np.float32)
-_NO_RES = np.zeros((1, 1), np.float32)
-_ZEROS: dict[int, np.ndarray] = {}
 
 
-def _zeros(n: int) -> np.ndarray:
-    z = _ZEROS.get(n)
-    if z is None:
-        z = _ZEROS[n] = np.zeros(n, np.float32)
-    return z
-
-
-def _row_bias(c, n: int, beta: float) -> np.ndarray | None:
-    """Gemm's C as a float32 bias of the n output columns (times beta), or None when it is
-    another shape (per-row, full matrix)."""
+def _row_bias(c, n: int, beta: float):
+    """Gemm's C as a float32 bias of the n output columns (times beta), None when there is
+    none, False when it has another shape (per-row, full matrix)."""
     if c is None or beta == 0.0 or not c.size:
-        return _zeros(n)
-    if c.dtype != _F32 or c.size not in (1, n) or (c.ndim == 2 and c.shape[0] != 1):
         return None
+    if c.dtype != _F32 or c.size not in (1, n) or (c.ndim == 2 and c.shape[0] != 1):
+        return False
     bias = np.broadcast_to(c.reshape(-1), (n,))
     return np.ascontiguousarray(bias * np.float32(beta) if beta != 1.0 else bias)
 
@@ -59,19 +49,19 @@ def Gemm(layer, inputs):
         return Gemm(layer, _widen(a, b, c)).astype(half)
     if layer.attr("transA", 0):
         a = a.T
-    if layer.attr("transB", 0):
+    trans_b = bool(layer.attr("transB", 0))
+    if trans_b:
         b = b.T
     alpha = float(layer.attr("alpha", 1.0))
     beta = float(layer.attr("beta", 1.0))
     m, n = a.shape[0], b.shape[1]
     bias = _row_bias(c, n, beta)
-    if alpha == 1.0 and bias is not None and a.dtype == _F32 \
-            and gemm_packed.worth_packing(layer, inputs[1], bool(layer.attr("transB", 0)), m):
+    if alpha == 1.0 and bias is not False and a.dtype == _F32 \
+            and gemm_packed.worth_packing(layer, inputs[1], trans_b, m):
         # a linear layer by constant weights (a classifier's): the packed product, bias in
         # its epilogue, then the fused activation
         y = np.empty((m, n), np.float32)
-        gemm_packed.matmul_packed(np.ascontiguousarray(a), inputs[1], y, bias, EPI_BIAS,
-                                  _NO_RES, False, bool(layer.attr("transB", 0)))
+        gemm_packed.matmul_packed(np.ascontiguousarray(a), inputs[1], y, bias, trans=trans_b)
         act = activation_of(layer)
         if act[0] != ACT_NONE:
             epilogue(y.reshape(1, -1), None, act)
@@ -105,8 +95,7 @@ def MatMul(layer, inputs):
         out = np.empty(a.shape[:-1] + (b.shape[1],), a.dtype)
         a2 = np.ascontiguousarray(a).reshape(-1, a.shape[-1])
         if a.dtype == _F32 and gemm_packed.worth_packing(layer, b, rows=a2.shape[0]):
-            gemm_packed.matmul_packed(a2, b, out.reshape(-1, b.shape[1]),
-                                      _zeros(b.shape[1]), EPI_BIAS, _NO_RES, False)
+            gemm_packed.matmul_packed(a2, b, out.reshape(-1, b.shape[1]))
             return out
         threads.matmul(a2, b, out.reshape(-1, b.shape[1]))
         return out

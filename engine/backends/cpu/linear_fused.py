@@ -42,7 +42,7 @@ def linear(x: np.ndarray, w: np.ndarray, bias: np.ndarray, act: int = EPI_BIAS,
     has_res = res is not None
     x2 = np.ascontiguousarray(x).reshape(-1, w.shape[0])
     if gemm_packed.packable(w, rows=x2.shape[0]):
-        gemm_packed.matmul_packed(x2, w, y, bias, act, r2, has_res)
+        gemm_packed.matmul_packed(x2, w, y, bias, act, r2 if has_res else None)
         return out
 
     def after(r0, r1, c0, c1):

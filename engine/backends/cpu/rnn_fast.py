@@ -13,7 +13,6 @@ from numba import njit
 
 from engine.backends.cpu import gemm_packed, threads
 from engine.backends.cpu.fastmath import sigmoid_f32, tanh_f32
-from engine.backends.cpu.linear_epilogue import EPI_BIAS
 from engine.backends.cpu.simd import aligned, vadd, vbcast, vfma, vload, vstore, vzero
 
 
@@ -43,7 +42,6 @@ def call_key(inputs) -> tuple:
             None if c0 is None else (c0.shape, c0.dtype), rest)
 
 
-_NO_RES = np.zeros((1, 1), np.float32)
 #: gate values per register block of the recurrence (4 vectors of 16)
 BLOCK = 64
 #: fewest multiply-adds of one direction's recurrence for the two directions of a
@@ -139,8 +137,7 @@ def _projection(x2: np.ndarray, k: _Weights, d: int) -> np.ndarray:
     w = k.wt[d]
     if x2.dtype == np.float32 and gemm_packed.packable(w, rows=x2.shape[0]):
         out = np.empty((x2.shape[0], w.shape[1]), np.float32)
-        return gemm_packed.matmul_packed(np.ascontiguousarray(x2), w, out, k.bias[d],
-                                         EPI_BIAS, _NO_RES, False)
+        return gemm_packed.matmul_packed(np.ascontiguousarray(x2), w, out, k.bias[d])
     xw = x2 @ w
     xw += k.bias[d]
     return xw
