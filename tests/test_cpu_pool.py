@@ -1,12 +1,15 @@
-"""The CPU backend's helper threads: every chunk runs once, errors reach the caller, calls
-from helpers or from a second thread run alone, and split products match float64 NumPy."""
+"""The CPU backend's helper threads: every chunk (and every gated kernel's task) runs once,
+errors reach the caller, calls from helpers or from a second thread run alone, and split
+products match float64 NumPy."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
+from numba import njit
 
-from engine.backends.cpu import threads
+from engine.backends.cpu import spin, threads
 from engine.backends.cpu.pool import WorkerPool
 
 
@@ -119,3 +122,73 @@ def test_idle_helpers_block_and_closed_pool_refuses():
     pool.close()
     assert not pool.run(lambda: ran.append("late"))
     assert "late" not in ran
+
+
+@njit(nogil=True, cache=True)
+def _count_claims(gate, generation, polls, chunk, seen, spin_per_task):
+    """A gated kernel: marks each task it claims in ``seen`` (spinning a little per task so
+    that a helper gets some)."""
+    spin.open_gate(gate)
+    n = seen.shape[0]
+    while True:
+        t0 = spin.claim(gate, generation, chunk)
+        if t0 < 0:
+            break
+        for t in range(t0, min(n, t0 + chunk)):
+            acc = 0.0
+            for i in range(spin_per_task):
+                acc += np.sqrt(i + acc * 1e-9)
+            seen[t] += 1 + (acc < 0)
+    if polls > 0:
+        spin.helpers_back(gate, polls)
+
+
+def _gated_run(seen, grain, spin_per_task=2000):
+    threads.parallel_tasks(
+        lambda lo, hi: seen.__setitem__(slice(lo, hi), seen[lo:hi] + 1),
+        lambda gate, gen, polls, chunk: _count_claims(gate, gen, polls, chunk, seen,
+                                                      spin_per_task),
+        seen.shape[0], grain)
+
+
+def test_gated_tasks_run_once(many_threads):
+    for n, grain in ((1000, 1), (37, 5), (3, 1), (1, 1)):
+        seen = np.zeros(n, np.int64)
+        for _ in range(30):
+            _gated_run(seen, grain)
+        assert (seen == 30).all()
+
+
+def test_gated_jobs_after_the_helpers_went_to_sleep(many_threads):
+    """Helpers that polled their time out sleep (futex or condition variable) and still
+    take later jobs; jobs posted back to back never share a task."""
+    pool_before = threads._pool
+    seen = np.zeros(64, np.int64)
+    for round_ in range(4):
+        _gated_run(seen, 1)
+        time.sleep(0.003 if round_ % 2 else 0.0)  # past the helpers' polling window
+    assert (seen == 4).all()
+    assert threads._pool is pool_before
+
+
+def test_claims_of_an_ended_job_take_nothing():
+    gate = spin.new_gate()
+    spin.arm_gate(gate, 7, 10)
+    assert spin.claim(gate, 7, 4) == 0
+    assert spin.claim(gate, 7, 4) == 4
+    assert spin.claim(gate, 7, 4) == 8  # the last two
+    assert spin.claim(gate, 7, 4) == -1
+    spin.arm_gate(gate, 8, 5)
+    assert spin.claim(gate, 7, 1) == -1  # a late kernel of job 7 finds job 8's tasks closed
+    assert spin.claim(gate, 8, 5) == 0
+
+
+def test_error_in_a_gated_kernel_reaches_the_caller(many_threads):
+    def gated(gate, gen, polls, chunk):
+        raise ValueError("bad kernel")
+
+    with pytest.raises(ValueError, match="bad kernel"):
+        threads.parallel_tasks(lambda lo, hi: None, gated, 64, 1)
+    seen = np.zeros(64, np.int64)
+    _gated_run(seen, 1)  # the pool still works
+    assert (seen == 1).all()

@@ -29,6 +29,7 @@ from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
 from engine.backends.cpu.conv_pool_fused import pool_rows
 from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: output channels per register tile (weights are packed in blocks of this many)
 R = 8
@@ -178,6 +179,21 @@ def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res
     (M, oh, ow), or ``act(conv + bias)`` when ``res`` is empty; an empty bias adds nothing.
     With a ``ph`` x ``pw`` pool (``rows`` a multiple of ``ph``), ``out`` is the max pool's
     (M, oh // ph, ow // pw) output of ``act(conv + bias)`` (``conv_pool_fused``)."""
+    sc, pooled = _scratch(out, Wq, rows, ph, pw)
+    _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
+           ph, pw, t0, t1, sc, pooled)
+
+
+@njit(**_OPTS)
+def _scratch(out, Wq, rows, ph, pw):
+    """A task's tile block (``R`` rows of ``rows * Wq + 48``) and pooled row buffer."""
+    sc = np.empty(R * (rows * Wq + 48), np.float32)
+    return sc, np.empty(out.shape[2] * (pw + 1) if ph * pw > 1 else 0, np.float32)
+
+
+@njit(**_OPTS)
+def _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
+           ph, pw, t0, t1, sc, pooled):
     M = out.shape[0]
     C, T = wp.shape[1], wp.shape[2]
     wf = wp.reshape(-1)
@@ -187,8 +203,6 @@ def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res
     zero = p0 - p0
     has_res = res.shape[0] > 0
     ss = rows * Wq + 48
-    sc = np.empty(R * ss, np.float32)
-    pooled = np.empty(out.shape[2] * (pw + 1) if ph * pw > 1 else 0, np.float32)
     for task in range(t0, t1):
         yb, mb = task // nmb, task % nmb
         y0 = yb * rows
@@ -215,6 +229,22 @@ def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res
             act_plane(sc[u * ss:], Wq, out[m, y0:y1], b, act, p0, p1)
             if has_res:
                 add_residual_post(out[m, y0:y1], res[m, y0:y1], post, q0, q1)
+
+
+@njit(**_OPTS)
+def blocked_claimed(gate, generation, polls, chunk, ntask, xf, cs, toff, wp, out, oh, ow, Wq,
+                    rows, bias, act, params, res, post, pparams, ph, pw):
+    """``blocked_rows`` as a gated kernel (``threads.parallel_tasks``)."""
+    open_gate(gate)
+    sc, pooled = _scratch(out, Wq, rows, ph, pw)
+    while True:
+        t0 = claim(gate, generation, chunk)
+        if t0 < 0:
+            break
+        _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
+               ph, pw, t0, min(ntask, t0 + chunk), sc, pooled)
+    if polls > 0:
+        helpers_back(gate, polls)
 
 
 @njit(**_OPTS)
@@ -284,9 +314,11 @@ def run(bp: BlockedPlan, bias, x, out, act, params, res3, post, pool=(1, 1)) -> 
             lambda lo, hi, xn=xn, pl=planes: fill_phases(xn, pl, bp.gd, lo, hi),
             C, grain=max(1, threads.SPLIT_MIN_ELEMENTS // (H * W)))
         res = none if res3 is None else res3[n].reshape(out.shape[1:])
-        threads.parallel_for(
-            lambda lo, hi, o=out[n], res=res, xf=xf: blocked_rows(
-                xf, cs, bp.toff, bp.wp, o, oh, ow, bp.Wq, rows, bias, act, params, res,
-                post[0], post[1], ph, pw, lo, hi),
+        args = (xf, cs, bp.toff, bp.wp, out[n], oh, ow, bp.Wq, rows, bias, act, params, res,
+                post[0], post[1], ph, pw)
+        threads.parallel_tasks(
+            lambda lo, hi, a=args: blocked_rows(*a, lo, hi),
+            lambda gate, gen, polls, chunk, a=args: blocked_claimed(gate, gen, polls, chunk,
+                                                                    ntask, *a),
             ntask, grain=max(1, CHUNK_MACS // max(1, macs_task)))
     return out

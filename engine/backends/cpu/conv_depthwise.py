@@ -21,6 +21,7 @@ from numba import njit
 
 from engine.backends.cpu.activation import act_plane, store_row
 from engine.backends.cpu.conv_numba import FAST_FINITE_FREE
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 _OPTS = dict(nogil=True, cache=True, fastmath=FAST_FINITE_FREE, error_model="numpy")
 
@@ -169,3 +170,19 @@ def depthwise_nchw(x, w, out, g, mult, bias, act, params, res, post, pparams, m0
         for y in range(oh):
             store_row(acc[y * Wq:], out[m, y], ow, b, res[m, y], True, act, p0, p1, post, q0,
                       q1)
+
+
+@njit(**_OPTS)
+def depthwise_claimed(gate, generation, polls, chunk, x, w, out, g, mult, bias, act, params,
+                      res, post, pparams):
+    """``depthwise_nchw`` over output channels as a gated kernel (``threads.parallel_tasks``)."""
+    open_gate(gate)
+    M = out.shape[0]
+    while True:
+        m0 = claim(gate, generation, chunk)
+        if m0 < 0:
+            break
+        depthwise_nchw(x, w, out, g, mult, bias, act, params, res, post, pparams, m0,
+                       min(M, m0 + chunk))
+    if polls > 0:
+        helpers_back(gate, polls)

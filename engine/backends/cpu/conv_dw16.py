@@ -22,6 +22,7 @@ from engine.backends.cpu.conv_blocked import add_residual_post
 from engine.backends.cpu.conv_blocked import pack as pack_blocks
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.simd import vfma, vload, vstore
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 L = 16
 #: outputs along a row per register tile
@@ -133,6 +134,21 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
             add_residual_post(dst, res2[c0:c0 + n], post, q0, q1)
 
 
+@njit(**_OPTS)
+def dw16_claimed(gate, generation, polls, chunk, nblocks, x, wp, bp, kh, kw, sh, sw, dh, dw,
+                 ph, pw, out, act, params, res, post, pparams):
+    """``dw16_blocks`` as a gated kernel (``threads.parallel_tasks``)."""
+    open_gate(gate)
+    while True:
+        b0 = claim(gate, generation, chunk)
+        if b0 < 0:
+            break
+        dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res, post,
+                    pparams, b0, min(nblocks, b0 + chunk))
+    if polls > 0:
+        helpers_back(gate, polls)
+
+
 class DW16Plan:
     """What a depthwise Conv layer keeps for this kernel: geometry and packed weights."""
 
@@ -153,8 +169,10 @@ def run(dp: DW16Plan, x, out, act, params, res3, post) -> np.ndarray:
     none = np.zeros((0, 1, 1), x.dtype)
     for n in range(N):
         res = none if res3 is None else res3[n].reshape(out.shape[1:])
-        threads.parallel_for(
-            lambda lo, hi, n=n, res=res: dw16_blocks(
-                x[n], dp.wp, dp.bp, *dp.g, out[n], act, params, res, post[0], post[1], lo, hi),
+        args = (x[n], dp.wp, dp.bp, *dp.g, out[n], act, params, res, post[0], post[1])
+        threads.parallel_tasks(
+            lambda lo, hi, a=args: dw16_blocks(*a, lo, hi),
+            lambda gate, gen, polls, chunk, a=args: dw16_claimed(gate, gen, polls, chunk,
+                                                                 nblocks, *a),
             nblocks, grain=grain)
     return out

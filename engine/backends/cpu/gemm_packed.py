@@ -25,6 +25,7 @@ from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.linear_epilogue import EPI_BIAS, linear_epilogue
 from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: columns per packed panel (two 16-float vectors)
 NR = 32
@@ -176,6 +177,25 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
             linear_epilogue(y, bias, act, res, has_res, r0, r1, n0, min(N, n0 + NR))
 
 
+@njit(**_OPTS)
+def block_claimed(gate, generation, polls, chunk, by_rows, ntask, a, M, K, bp, y, bias, act,
+                  res, has_res, nb):
+    """``block`` over column panels (or, ``by_rows``, blocks of ``ROWS`` rows) as a gated
+    kernel (``threads.parallel_tasks``)."""
+    open_gate(gate)
+    while True:
+        t0 = claim(gate, generation, chunk)
+        if t0 < 0:
+            break
+        t1 = min(ntask, t0 + chunk)
+        if by_rows:
+            block(a, M, K, bp, y, bias, act, res, has_res, t0 * ROWS, min(M, t1 * ROWS), 0, nb)
+        else:
+            block(a, M, K, bp, y, bias, act, res, has_res, 0, M, t0, t1)
+    if polls > 0:
+        helpers_back(gate, polls)
+
+
 def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray | None = None,
                   act: int = EPI_BIAS, res: np.ndarray | None = None,
                   trans: bool = False) -> np.ndarray:
@@ -193,14 +213,19 @@ def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray
     nb = -(-N // NR)
     a = x2.reshape(-1)
     grain_macs = threads.SPLIT_MIN_FLOPS // 2
+    args = (a, M, K, bp, y, bias, act, res, has_res, nb)
     if M <= ROWS:
-        threads.parallel_for(
+        threads.parallel_tasks(
             lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, 0, M, lo, hi),
+            lambda gate, gen, polls, chunk: block_claimed(gate, gen, polls, chunk, False, nb,
+                                                          *args),
             nb, grain=max(1, grain_macs // max(1, M * K * NR)))
     else:
         nblocks = -(-M // ROWS)
-        threads.parallel_for(
+        threads.parallel_tasks(
             lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, lo * ROWS,
                                  min(M, hi * ROWS), 0, nb),
+            lambda gate, gen, polls, chunk: block_claimed(gate, gen, polls, chunk, True,
+                                                          nblocks, *args),
             nblocks, grain=max(1, grain_macs // max(1, ROWS * K * nb * NR)))
     return y

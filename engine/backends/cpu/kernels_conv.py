@@ -35,7 +35,7 @@ from engine.backends.cpu.activation import (
     carr,
     epilogue,
 )
-from engine.backends.cpu.conv_depthwise import depthwise_nchw
+from engine.backends.cpu.conv_depthwise import depthwise_claimed, depthwise_nchw
 from engine.backends.cpu.conv_numba import col2im, im2col
 from engine.backends.cpu.conv_plan import ConvPlan
 from engine.backends.cpu.conv_plan import as3d as _as3d
@@ -143,9 +143,11 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
         none = np.zeros((0, 1, 1), x.dtype)
         for n in range(N):
             res = none if res3 is None else res3[n].reshape(out.shape[1:])
-            threads.parallel_for(
-                lambda lo, hi, n=n, res=res: depthwise_nchw(
-                    x[n], w3, out[n], gd, M // C, b, a0, params, res, post[0], post[1], lo, hi),
+            args = (x[n], w3, out[n], gd, M // C, b, a0, params, res, post[0], post[1])
+            threads.parallel_tasks(
+                lambda lo, hi, a=args: depthwise_nchw(*a, lo, hi),
+                lambda gate, gen, polls, chunk, a=args: depthwise_claimed(gate, gen, polls,
+                                                                          chunk, *a),
                 M, grain=plan.grain)
         return out
     if plan.kind == "dw16":

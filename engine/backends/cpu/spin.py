@@ -3,6 +3,9 @@
 On this kind of virtual machine a thread that blocks in the kernel takes 15-60 us to run
 again once woken, about what a split layer saves. So the pool's threads poll a shared
 word for a short, bounded time before they block, and the caller polls for their results.
+An idle helper blocks in a futex wait from Numba too: a helper that went back to Python to
+block took the GIL there while the caller was running Python, and each then waited for
+the other in the interpreter's queue (a slow wake-up each way).
 The polls run in Numba with the GIL released; each reads the word with an atomic load (so
 LLVM cannot hoist it out of the loop) and then executes a ``pause``, the CPU's hint that
 this is a spin loop (it frees the core's resources for a sibling and saves power).
@@ -11,15 +14,26 @@ this is a spin loop (it frees the core's resources for a sibling and saves power
 from __future__ import annotations
 
 import platform
+import sys
 import time
 
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 _X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+#: the futex system call's number (Linux on x86-64 and arm64; None elsewhere)
+_FUTEX_NR = ({"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}
+             .get(platform.machine().lower()) if sys.platform.startswith("linux") else None)
+#: whether idle helpers sleep in a futex wait inside Numba (no GIL needed to go idle or to
+#: wake); elsewhere they return to Python and block on a condition variable
+FUTEX = _FUTEX_NR is not None
+_FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # the PRIVATE variants: one process
+#: longest futex wait before a sleeping helper looks at the word again (a safety net)
+_SLEEP_NS = 100_000_000
 
 
 @intrinsic
@@ -66,20 +80,194 @@ def _pause(typingctx):
     return types.void(), codegen
 
 
+@intrinsic
+def _futex(typingctx, word, op, value, timeout):
+    """``syscall(SYS_futex, &word[0], op, value, &timeout[0])``: with ``_FUTEX_WAIT``, sleep
+    while the low 32 bits of ``word[0]`` equal ``value`` (at most ``timeout`` = [s, ns]);
+    with ``_FUTEX_WAKE``, wake up to ``value`` sleepers."""
+    if not (isinstance(word, types.Array) and word.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64], var_arg=True)
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "syscall")
+        word_ptr = context.make_array(sig.args[0])(context, builder, args[0]).data
+        time_ptr = context.make_array(sig.args[3])(context, builder, args[3]).data
+        zero = ir.Constant(i64, 0)
+        return builder.call(fn, [ir.Constant(i64, _FUTEX_NR or 0),
+                                 builder.ptrtoint(word_ptr, i64), args[1], args[2],
+                                 builder.ptrtoint(time_ptr, i64), zero, zero])
+
+    return types.int64(word, types.int64, types.int64, timeout), codegen
+
+
+@intrinsic
+def _fetch_add(typingctx, arr, i, value):
+    """``arr[i] += value`` as one atomic step; returns the value before."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        ptr = builder.gep(data, [args[1]])
+        return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
+
+    return types.int64(arr, types.intp, types.int64), codegen
+
+
+@intrinsic
+def _swap_if(typingctx, arr, i, expected, value):
+    """``arr[i] = value`` if it holds ``expected``, as one atomic step; whether it did."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, args[0]).data
+        ptr = builder.gep(data, [args[1]])
+        pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
+        return builder.extract_value(pair, 1)
+
+    return types.boolean(arr, types.intp, types.int64, types.int64), codegen
+
+
+# A gated kernel's job is shared through a small int64 array, its gate:
+#   gate[GATE_STATE]  GATE_PLAIN for a plain Python job; for a gated one GATE_SHUT until a
+#                     thread has entered the kernel (its caller still holds the GIL), then
+#                     GATE_OPEN
+#   gate[GATE_WORK]   the job's generation (high 32 bits) and its next unclaimed task
+#   gate[GATE_TASKS]  the number of tasks
+#   gate[GATE_OUT]    helpers that took the job and are not back in their wait yet
+# Claims check the generation, so a helper that reaches a kernel after its job has ended
+# can never take tasks of the next one. The caller's kernel waits, without the GIL, until
+# the helpers that took the job are back in ``finish_and_wait``: they get the GIL back from
+# the kernel while nobody else wants it, and the caller gets it back likewise.
+GATE_PLAIN, GATE_SHUT, GATE_OPEN = -1, 0, 1
+GATE_STATE, GATE_WORK, GATE_TASKS, GATE_OUT = 0, 1, 2, 3
+_LOW = (1 << 32) - 1
+
+
+def new_gate() -> np.ndarray:
+    """A gate (see above) for one pool's jobs; a plain job's until armed."""
+    gate = np.zeros(8, np.int64)
+    gate[GATE_STATE] = GATE_PLAIN
+    return gate
+
+
+def arm_gate(gate: np.ndarray, generation: int, tasks: int) -> None:
+    """Set ``gate`` up for gated job ``generation`` of ``tasks`` tasks (before posting it)."""
+    gate[GATE_TASKS] = tasks
+    gate[GATE_WORK] = (generation & 0x7FFFFFFF) << 32
+    gate[GATE_STATE] = GATE_SHUT
+
+
+@numba.njit(nogil=True, cache=True, inline="always")
+def open_gate(gate):
+    """Called first thing inside a gated kernel, i.e. once its caller has let go of the GIL:
+    from now on a helper can take the GIL without waiting in the interpreter's queue."""
+    _store_at(gate, GATE_STATE, GATE_OPEN)
+
+
 @numba.njit(nogil=True, cache=True)
-def finish_and_wait(done, slot, finished, word, seen, polls, settle):
-    """Publish ``finished`` in ``done[slot]``, then poll ``word[0]`` until it differs from
-    ``seen`` (True) or ``polls`` polls have passed (False). On a change it polls ``settle``
-    more times first: the poster still holds the GIL for a few microseconds, and a thread
-    that asks for the GIL then is put to sleep and woken late."""
-    _store_at(done, slot, finished)
+def claim(gate, generation, chunk):
+    """The first of the next (at most) ``chunk`` unclaimed tasks of job ``generation``, or -1
+    when none are left or the gate has moved on to another job."""
+    tag = (generation & 0x7FFFFFFF) << 32
+    tasks = _load_at(gate, GATE_TASKS)
+    while True:
+        work = _load_at(gate, GATE_WORK)
+        first = work & _LOW
+        if work - first != tag or first >= tasks:
+            return -1
+        if _swap_if(gate, GATE_WORK, work, work + min(chunk, tasks - first)):
+            return first
+
+
+@numba.njit(nogil=True, cache=True)
+def _pending(gate, generation):
+    """Whether job ``generation`` still has tasks to claim."""
+    work = _load_at(gate, GATE_WORK)
+    return work >> 32 == generation & 0x7FFFFFFF and work & _LOW < _load_at(gate, GATE_TASKS)
+
+
+@numba.njit(nogil=True, cache=True)
+def take(gate, generation):
+    """A helper takes job ``generation`` (True), counted in ``GATE_OUT`` until its next
+    ``finish_and_wait``; False, uncounted, when the job has nothing left to claim."""
+    _fetch_add(gate, GATE_OUT, 1)
+    if _pending(gate, generation):
+        return True
+    _fetch_add(gate, GATE_OUT, -1)
+    return False
+
+
+@numba.njit(nogil=True, cache=True)
+def helpers_back(gate, polls):
+    """The caller's end of a gated kernel: poll until no helper is out on the job (True) or
+    ``polls`` polls have passed (False)."""
     for _ in range(polls):
-        if _load_at(word, 0) != seen:
-            for _ in range(settle):
-                _pause()
+        if _load_at(gate, GATE_OUT) == 0:
             return True
         _pause()
     return False
+
+
+@numba.njit(nogil=True, cache=True)
+def post(word, sleepers):
+    """Raise the job number ``word[0]`` (a full barrier) and wake the helpers sleeping on it
+    (``FUTEX``); returns the new number."""
+    number = _fetch_add(word, 0, 1) + 1
+    if _load_at(sleepers, 0) > 0:
+        _futex(word, _FUTEX_WAKE, 0x7FFFFFFF, sleepers)
+    return number
+
+
+@numba.njit(nogil=True, cache=True)
+def finish_and_wait(done, slot, finished, word, polls, settle, gate, back, sleepers):
+    """Publish ``finished`` (the number of the last job this helper ran) in ``done[slot]``,
+    and with ``back`` count the helper back from a gated job it took; then wait for a new
+    job in ``word[0]`` and return its number. The wait polls ``polls`` times, then sleeps
+    in the kernel (``FUTEX``, counted in ``sleepers[0]``; ``post`` wakes it) or, without
+    futexes, returns ``-1 - seen`` (``seen``: the last job done) for the caller to block.
+    The poster holds the GIL for a while after posting, and a thread that asks for the GIL
+    then is put to sleep and woken late: for a plain job this polls ``settle`` more times
+    first; a gated one it takes (``take``) once a thread has entered the kernel (and so let
+    go of the GIL), or passes over here, without going back to Python, when nothing is
+    left to claim."""
+    _store_at(done, slot, finished)
+    if back:
+        _fetch_add(gate, GATE_OUT, -1)
+    seen = finished
+    left = polls
+    timeout = np.empty(2, np.int64)
+    timeout[0], timeout[1] = 0, _SLEEP_NS
+    while True:
+        job = _load_at(word, 0)
+        if job == seen:
+            if left > 0:
+                left -= 1
+                _pause()
+                continue
+            if not FUTEX:
+                return -1 - seen
+            _fetch_add(sleepers, 0, 1)
+            if _load_at(word, 0) == seen:
+                _futex(word, _FUTEX_WAIT, seen & 0xFFFFFFFF, timeout)
+            _fetch_add(sleepers, 0, -1)
+            continue
+        if _load_at(gate, GATE_STATE) == GATE_PLAIN:
+            for _ in range(settle):
+                _pause()
+            return job
+        for _ in range(polls):
+            if _load_at(gate, GATE_STATE) != GATE_SHUT:
+                break
+            _pause()
+        if take(gate, job):
+            return job
+        seen = job
+        _store_at(done, slot, seen)
+        left = polls
 
 
 @numba.njit(nogil=True, cache=True)

@@ -37,6 +37,11 @@ SPLIT_MIN_ELEMENTS = 200_000
 STREAM_SPLIT_ELEMENTS = 1_000_000
 #: most chunks a parallel_for makes per thread
 CHUNKS_PER_THREAD = 2
+#: gated kernels claim their tasks (False: ``parallel_tasks`` runs ``parallel_for``'s plain
+#: jobs instead; for benchmarks)
+GATED = True
+#: most chunks a gated kernel's tasks are claimed in, per thread (claims cost an atomic add)
+GATED_CHUNKS_PER_THREAD = 2
 
 
 def _forget_pool_in_child() -> None:
@@ -109,6 +114,44 @@ def parallel_for(fn, n: int, grain: int = 1) -> None:
     pool = _pool
     if pool is None or not pool.run(work):
         work()
+    if errors:
+        raise errors[0]
+
+
+def parallel_tasks(plain, gated, n: int, grain: int = 1) -> None:
+    """Run a gated Numba kernel over tasks ``range(n)`` on the calling thread and the pool.
+
+    ``gated(gate, generation, polls, chunk)`` calls the kernel, which opens ``gate`` on
+    entry, claims ``chunk`` tasks at a time of job ``generation`` until none are left and
+    then, if ``polls`` > 0, waits for the helpers to be back (``spin.open_gate``,
+    ``claim``, ``helpers_back``; see ``WorkerPool.run``); ``plain(lo, hi)`` runs tasks
+    ``lo:hi`` on the calling thread alone, when one thread does it all. Unlike
+    ``parallel_for``, a helper starts within microseconds of the caller and no thread waits
+    for the GIL, so layers of a few tens of microseconds can be split.
+    """
+    if not GATED:
+        parallel_for(plain, n, grain)
+        return
+    nt = threads()
+    chunks = min(n // max(grain, 1), nt * GATED_CHUNKS_PER_THREAD)
+    if chunks > nt:
+        chunks -= chunks % nt  # even shares: 3 chunks on 2 threads left one doing two
+    pool = _pool
+    if nt <= 1 or chunks <= 1 or pool is None:
+        if n > 0:
+            plain(0, n)
+        return
+    chunk = -(-n // chunks)
+    errors: list[BaseException] = []
+
+    def job(gate, generation, polls):
+        try:
+            gated(gate, generation, polls, chunk)
+        except BaseException as exc:  # re-raised on the calling thread
+            errors.append(exc)
+
+    if not pool.run(job, tasks=n):
+        plain(0, n)
     if errors:
         raise errors[0]
 
