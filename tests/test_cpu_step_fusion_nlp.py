@@ -86,6 +86,18 @@ def test_attention_chain_is_one_step(scale_op, mask, rng):
     np.testing.assert_allclose(unfused, want, rtol=2e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("mask", ["add", "where"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_attention_mask_shared_or_per_image(mask, batch, rng):
+    """A mask that every head (and image) shares is read in place; one that differs per
+    image is laid out per head: both must match the reference."""
+    feeds = _attention_feeds(rng, mask, b=batch)
+    if mask == "add":
+        assert (feeds["mask"] != 0).any() and (feeds["mask"] == 0).any()
+    got, _, want = _run(_attention_model("Mul", mask), feeds, 1)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
 @pytest.mark.parametrize("mask", [None, "add", "where"])
 def test_attention_heads_split_over_threads(mask, rng, monkeypatch):
     """Few short heads run as batched products, one run of heads a thread."""

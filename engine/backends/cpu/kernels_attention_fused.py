@@ -98,11 +98,11 @@ def scale_rows(o, inv):
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def softmax_heads(s3, scale, add3, keep3, fill, mode, inv2):
-    """``softmax_block`` on every head of s3 (H, L, M); add3/keep3 (H, L, M), or (1, 1, 1)
-    when ``mode`` does not use them."""
+    """``softmax_block`` on every head of s3 (H, L, M); add3/keep3 (H, L, M), (1, L, M) for
+    a mask every head shares, or (1, 1, 1) when ``mode`` does not use them."""
     for h in range(s3.shape[0]):
-        a = add3[h] if mode == 1 else add3[0]
-        k = keep3[h] if mode == 2 else keep3[0]
+        a = add3[h] if mode == 1 and add3.shape[0] > 1 else add3[0]
+        k = keep3[h] if mode == 2 and keep3.shape[0] > 1 else keep3[0]
         softmax_block(s3[h], scale, a, k, fill, mode, inv2[h])
 
 
@@ -210,15 +210,21 @@ def _batched(q3, k3, v3, o3, scale32, full_mask, mode, fill32, n, L, M, dk, lead
     inv = np.empty((n, L), np.float32)
     add3 = np.zeros((1, 1, 1), np.float32)
     keep3 = np.zeros((1, 1, 1), bool)
+    shared = False
     if full_mask is not None:
-        m3 = np.ascontiguousarray(full_mask).reshape(n, L, M)
+        # a mask shared by every head (a padding or causal mask) is passed once, not copied
+        # out per head (BERT's: 256 KB a call)
+        shared = not any(full_mask.strides[:-2])
+        m3 = (full_mask[(0,) * len(lead)][None] if shared
+              else np.ascontiguousarray(full_mask).reshape(n, L, M))
         add3, keep3 = (m3, keep3) if mode == MASK_ADD else (add3, m3)
 
     def run(lo: int, hi: int) -> None:
         s = scores[lo:hi]
         np.matmul(q3[lo:hi], k3[lo:hi], out=s)
-        softmax_heads(s, scale32, add3[lo:hi] if mode == MASK_ADD else add3,
-                      keep3[lo:hi] if mode == MASK_KEEP else keep3, fill32, mode, inv[lo:hi])
+        softmax_heads(s, scale32, add3[lo:hi] if mode == MASK_ADD and not shared else add3,
+                      keep3[lo:hi] if mode == MASK_KEEP and not shared else keep3, fill32,
+                      mode, inv[lo:hi])
         np.matmul(s, v3[lo:hi], out=o3[lo:hi])
         scale_rows_heads(o3[lo:hi], inv[lo:hi])
 
