@@ -58,7 +58,7 @@ class ConvPlan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw")
+                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone")
 
 
 def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
@@ -79,6 +79,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
     plan.P = P = int(np.prod(g.out_shape))
     plan.act = act = activation_of(layer)
     plan.params = act_params(act, x.dtype)
+    plan.alone = None
     b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
     if g.rank == 2 and group == C and w.shape[1] == 1:
         plan.kind = "depthwise"
@@ -154,5 +155,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
         plan.kind = "shift"
         plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
+    if plan.kind == "blocked":
+        plan.alone = conv_blocked.alone_call(plan.blk, b, act[0], plan.params, x.shape, M)
     layer.__dict__["_cpu_conv_plan"] = plan
     return plan

@@ -8,7 +8,7 @@ from numba import njit
 
 from engine.backends.cpu.fastmath import erf_f32, tanh_f32
 
-EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH = 0, 1, 2
+EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH, EPI_NONE = 0, 1, 2, 3
 _F32 = np.dtype(np.float32)
 _HALF, _ONE = np.float32(0.5), np.float32(1.0)
 _SQRT_HALF = np.float32(0.7071067811865476)
@@ -17,9 +17,12 @@ _TANH_K, _TANH_C = np.float32(0.7978845608028654), np.float32(0.044715)
 
 @njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
 def linear_epilogue(y, bias, act, res, has_res, r0, r1, c0, c1):
-    """y[r0:r1, c0:c1] = act(y + bias) (+ res) in place; y, res (M, N), bias (N,). Rows are
+    """y[r0:r1, c0:c1] = act(y + bias) (+ res) in place (``EPI_NONE``: nothing); y, res
+    (M, N), bias (N,). Rows are
     sliced and indexed from 0 (``range(c0, c1)`` put a negative-index check on every access,
     which kept LLVM from vectorising: 8x slower)."""
+    if act == EPI_NONE:
+        return
     b = bias[c0:c1]
     for r in range(r0, r1):
         row = y[r, c0:c1]

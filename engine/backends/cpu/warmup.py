@@ -136,6 +136,11 @@ def _transformer(r) -> None:
     ka.attention(q, k, v, 0.5)
     ka.attention(q, k, v, 0.5, r(1, 1, 1, 5), ka.MASK_ADD)
     ka.attention(q, k, v, 0.5, np.ones((3, 5), bool), ka.MASK_KEEP, -np.inf)
+    # long sequences (``attention_packed``): 64 queries over 256 keys, each mask form
+    q, k, v = r(1, 1, 64, 4), r(1, 1, 4, 256), r(1, 1, 256, 4)
+    ka.attention(q, k, v, 0.5)
+    ka.attention(q, k, v, 0.5, r(1, 1, 1, 256), ka.MASK_ADD)
+    ka.attention(q, k, v, 0.5, np.ones((64, 256), bool), ka.MASK_KEEP, -np.inf)
     for tanh_form in (False, True):
         fastmath.gelu(x, tanh_form)
 

@@ -1,0 +1,130 @@
+"""Attention over long sequences on the packed-panel product (``gemm_packed``).
+
+With a head size of 32-64, both of attention's products are thin for sgemm: Q K^T has an
+inner dimension of d, and P V an output of d columns. Whisper's 4 heads x 1500 tokens ran
+the two at ~100 GFLOP/s on one core, beside a softmax of 9M values. Here each head's K and
+V are packed into 32-column panels once per call (the panels hold all keys: a few hundred
+KB), and a block of ``ROWS`` query rows goes through Q K^T on the 8 x 32 register tiles,
+the softmax of ``softmax_vec``, P V on the same tiles (one panel for d <= 32) and the
+row scaling, before the next block: the scores block stays in L1/L2 throughout. Blocks
+of all heads are tasks of a gated kernel (``threads.parallel_tasks``). Whisper's 4 heads x
+1500 tokens (head 32): 16.1 -> 13.4 ms on one thread, 9.0 -> 7.0 ms on two; the encoder
+26.1 -> 22.7 ms.
+
+Used for rows of at least ``softmax_vec.MIN_VECTOR_ROW`` keys whose mask, if any, is
+shared by every head; everything else stays with ``kernels_attention_fused``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from engine.backends.cpu import threads
+from engine.backends.cpu.conv_depthwise import _OPTS
+from engine.backends.cpu.gemm_packed import NR, block
+from engine.backends.cpu.linear_epilogue import EPI_NONE
+from engine.backends.cpu.simd import aligned
+from engine.backends.cpu.softmax_vec import MIN_VECTOR_ROW, softmax_rows
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
+
+#: query rows a task takes through both products
+ROWS = 64
+#: use this path where ``wanted`` says so (False: the row-block path; tests, benchmarks)
+ENABLED = True
+_NO_RES = np.zeros((1, 1), np.float32)
+
+
+def wanted(L: int, M: int, d: int, dv: int, shared_mask: bool) -> bool:
+    """Whether attention of L query rows over M keys (head sizes d, dv) runs here."""
+    return ENABLED and M >= MIN_VECTOR_ROW and L >= ROWS and shared_mask \
+        and d <= 256 and dv <= 256
+
+
+def _panels(w: np.ndarray) -> np.ndarray:
+    """``w`` (K, N) as ``gemm_packed``'s panels [N/32][K][32], flat."""
+    K, N = w.shape
+    nb = -(-N // NR)
+    wp = np.zeros((nb * NR, K), np.float32)
+    wp[:N] = w.T
+    return aligned(wp.reshape(nb, NR, K).transpose(0, 2, 1)).reshape(-1)
+
+
+@njit(**_OPTS)
+def _tasks(qh, kp, vp, o, M, scale, add, keep, fill, mode, t0, t1, s, t, inv):
+    """Tasks ``t0:t1`` (head * row blocks + block): qh (H, L, d) C-contiguous, kp/vp each
+    head's panels of K (d, M) and V (M, dv), o (H, L, dv) the output (any strides); add
+    or keep (1, L, M) when ``mode`` is 1 or 2; s, t, inv scratch."""
+    n, L, d = qh.shape
+    dv = o.shape[2]
+    blocks = -(-L // ROWS)
+    nbk, nbv = -(-M // NR), -(-dv // NR)
+    no_bias_m, no_bias_d = np.zeros(M, np.float32), np.zeros(dv, np.float32)
+    for task in range(t0, t1):
+        h, b = task // blocks, task % blocks
+        r0 = b * ROWS
+        rows = min(L, r0 + ROWS) - r0
+        sv, tv = s[:rows], t[:rows]
+        block(qh[h, r0:r0 + rows].reshape(-1), rows, d, kp[h], sv, no_bias_m, EPI_NONE,
+              _NO_RES, False, 0, rows, 0, nbk)
+        softmax_rows(sv, scale, add[0, r0:r0 + rows] if mode == 1 else add[0],
+                     keep[0, r0:r0 + rows] if mode == 2 else keep[0], fill, mode, inv)
+        block(sv.reshape(-1), rows, M, vp[h], tv, no_bias_d, EPI_NONE, _NO_RES, False, 0,
+              rows, 0, nbv)
+        for i in range(rows):
+            f = inv[i]
+            src, dst = tv[i], o[h, r0 + i]
+            for j in range(dv):
+                dst[j] = src[j] * f
+
+
+@njit(**_OPTS)
+def attend(qh, kp, vp, o, M, scale, add, keep, fill, mode, t0, t1):
+    """``_tasks`` on the calling thread."""
+    _tasks(qh, kp, vp, o, M, scale, add, keep, fill, mode, t0, t1,
+           np.empty((ROWS, M), np.float32), np.empty((ROWS, o.shape[2]), np.float32),
+           np.empty(ROWS, np.float32))
+
+
+@njit(**_OPTS)
+def attend_claimed(gate, generation, polls, chunk, ntask, qh, kp, vp, o, M, scale, add, keep,
+                   fill, mode):
+    """``_tasks`` as a gated kernel (``threads.parallel_tasks``)."""
+    open_gate(gate)
+    s = np.empty((ROWS, M), np.float32)
+    t = np.empty((ROWS, o.shape[2]), np.float32)
+    inv = np.empty(ROWS, np.float32)
+    while True:
+        t0 = claim(gate, generation, chunk)
+        if t0 < 0:
+            break
+        _tasks(qh, kp, vp, o, M, scale, add, keep, fill, mode, t0, min(ntask, t0 + chunk), s,
+               t, inv)
+    if polls > 0:
+        helpers_back(gate, polls)
+
+
+_NO_MASK = np.zeros((1, 1, 1), np.float32)
+_NO_KEEP = np.zeros((1, 1, 1), bool)
+
+
+def attention(q3, k3, v3, o3, scale, mask3, mode: int, fill) -> None:
+    """``o3`` (H, L, dv) = softmax(q3 @ k3 * scale, masked) @ v3 for q3 (H, L, d), k3
+    (H, d, M), v3 (H, M, dv) (views are fine); ``mask3`` (1, L, M) shared by every head
+    (``mode`` 1: added, 2: kept where True, else ``fill``), or None."""
+    n, L = q3.shape[:2]
+    M = k3.shape[2]
+    qh = np.ascontiguousarray(q3)
+    kp = np.stack([_panels(k3[h]) for h in range(n)])
+    vp = np.stack([_panels(v3[h]) for h in range(n)])
+    add, keep = _NO_MASK, _NO_KEEP
+    if mode == 1:
+        add = np.ascontiguousarray(mask3)
+    elif mode == 2:
+        keep = np.ascontiguousarray(mask3)
+    ntask = n * -(-L // ROWS)
+    args = (qh, kp, vp, o3, M, np.float32(scale), add, keep, np.float32(fill), mode)
+    threads.parallel_tasks(lambda lo, hi: attend(*args, lo, hi),
+                           lambda gate, gen, polls, chunk: attend_claimed(
+                               gate, gen, polls, chunk, ntask, *args),
+                           ntask, grain=1)

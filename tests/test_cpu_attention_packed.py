@@ -1,0 +1,92 @@
+"""Long-sequence attention on packed panels and the vector softmax, against float64 NumPy
+(and the row-block path they replace), on fresh random data with masks of every kind."""
+
+import numpy as np
+import pytest
+
+from engine.backends.cpu import attention_packed, threads
+from engine.backends.cpu import kernels_attention_fused as kaf
+from engine.backends.cpu.softmax_vec import softmax_rows
+
+
+def _reference(q, k, v, scale, mask, mode, fill):
+    s = q.astype(np.float64) @ k.astype(np.float64) * scale
+    if mode == kaf.MASK_ADD:
+        s = s + mask
+    elif mode == kaf.MASK_KEEP:
+        s = np.where(mask, s, fill)
+    s = np.exp(s - s.max(-1, keepdims=True))
+    s /= s.sum(-1, keepdims=True)
+    return s @ v.astype(np.float64)
+
+
+def _heads(rng, heads, rows, d, keys, dv):
+    """Q, K^T and V as exporters lay them out: views of [1, tokens, heads, size]."""
+    q = rng.standard_normal((1, rows, heads, d)).astype(np.float32).transpose(0, 2, 1, 3)
+    k = rng.standard_normal((1, keys, heads, d)).astype(np.float32).transpose(0, 2, 3, 1)
+    v = rng.standard_normal((1, keys, heads, dv)).astype(np.float32).transpose(0, 2, 1, 3)
+    return q, k, v
+
+
+@pytest.mark.parametrize("threads_", [1, 2])
+@pytest.mark.parametrize("mode", [kaf.MASK_NONE, kaf.MASK_ADD, kaf.MASK_KEEP])
+@pytest.mark.parametrize("shape", [(3, 300, 32, 333, 32), (2, 130, 40, 700, 24),
+                                   (1, 64, 64, 256, 64)])
+def test_long_attention_matches_float64(shape, mode, threads_, rng):
+    heads, rows, d, keys, dv = shape
+    q, k, v = _heads(rng, heads, rows, d, keys, dv)
+    mask = None
+    if mode == kaf.MASK_ADD:
+        mask = np.where(rng.random((1, 1, 1, keys)) < 0.3, -1e4, 0).astype(np.float32)
+    elif mode == kaf.MASK_KEEP:
+        mask = rng.random((rows, keys)) < 0.8
+        mask[:, 0] = True
+    assert attention_packed.wanted(rows, keys, d, dv, True)
+    before = threads.threads()
+    threads.set_threads(threads_)
+    try:
+        got = kaf.attention(q, k, v, 0.2, mask, mode, -np.inf, heads_last=True)
+    finally:
+        threads.set_threads(before)
+    want = np.swapaxes(_reference(q, k, v, 0.2, mask, mode, -np.inf), 1, 2)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+
+
+def test_per_image_masks_take_the_row_block_path(rng, monkeypatch):
+    q = rng.standard_normal((2, 2, 80, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 16, 300)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 300, 8)).astype(np.float32)
+    mask = np.where(rng.random((2, 1, 1, 300)) < 0.3, -1e4, 0).astype(np.float32)
+    called = []
+    monkeypatch.setattr(attention_packed, "attention", lambda *a: called.append(a))
+    got = kaf.attention(q, k, v, 0.3, mask, kaf.MASK_ADD)
+    assert not called  # the mask differs per image: not shared by every head
+    np.testing.assert_allclose(got, _reference(q, k, v, 0.3, mask, kaf.MASK_ADD, 0.0),
+                               rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("keys", [256, 333, 1500])
+@pytest.mark.parametrize("mode", [kaf.MASK_NONE, kaf.MASK_ADD, kaf.MASK_KEEP])
+def test_vector_softmax_matches_the_row_block_softmax(keys, mode, rng):
+    raw = (rng.standard_normal((9, keys)) * 4).astype(np.float32)
+    raw[3, 5] = np.nan  # NaN stays in its row
+    add = np.where(rng.random((9, keys)) < 0.3, -1e4, 0).astype(np.float32)
+    keep = rng.random((9, keys)) < 0.7
+    keep[:, 1] = keep[3, 5] = True
+    got, want = raw.copy(), raw.copy()
+    inv_got, inv_want = np.empty(9, np.float32), np.empty(9, np.float32)
+    softmax_rows(got, np.float32(0.3), add, keep, np.float32(-np.inf), mode, inv_got)
+    kaf.softmax_block(want, np.float32(0.3), add, keep, np.float32(-np.inf), mode, inv_want)
+    p_got, p_want = got * inv_got[:, None], want * inv_want[:, None]
+    assert np.isnan(p_got[3]).any() and np.isnan(p_want[3]).any()
+    rows = [r for r in range(9) if r != 3]
+    np.testing.assert_allclose(p_got[rows], p_want[rows], rtol=2e-6, atol=1e-9)
+    s = raw[rows].astype(np.float64) * 0.3
+    if mode == kaf.MASK_ADD:
+        s = s + add[rows]
+    elif mode == kaf.MASK_KEEP:
+        s = np.where(keep[rows], s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(p_got[rows], e / e.sum(-1, keepdims=True), rtol=1e-5,
+                               atol=1e-9)
