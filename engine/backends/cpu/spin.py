@@ -39,14 +39,16 @@ _SLEEP_NS = 100_000_000
 @intrinsic
 def _load_at(typingctx, arr, i):
     """``arr[i]`` of a 1-D int64 array, read from memory on every call (an atomic load,
-    which LLVM never hoists out of a loop; no bounds check)."""
+    which LLVM never hoists out of a loop; no bounds check). An acquire load: what the
+    writer stored before its release store or atomic update is seen after it (free on
+    x86; on arm64 a helper would otherwise see a new job number before its gate)."""
     if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
         return None
 
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, args[0]).data
         ptr = builder.gep(data, [args[1]])
-        return builder.load_atomic(ptr, "monotonic", 8)
+        return builder.load_atomic(ptr, "acquire", 8)
 
     return types.int64(arr, types.intp), codegen
 
