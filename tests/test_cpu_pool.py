@@ -192,3 +192,22 @@ def test_error_in_a_gated_kernel_reaches_the_caller(many_threads):
     seen = np.zeros(64, np.int64)
     _gated_run(seen, 1)  # the pool still works
     assert (seen == 1).all()
+
+
+def test_a_finished_gated_job_keeps_no_arrays_alive(many_threads):
+    """The pool and its helpers drop a job once it is done: its closure holds the layer's
+    arrays (phase planes, outputs), which would otherwise stay alive until the next job."""
+    import weakref
+
+    seen = np.zeros(64, np.int64)
+    marker = np.zeros(1000, np.float32)
+    ref = weakref.ref(marker)
+    threads.parallel_tasks(
+        lambda lo, hi, m=marker: seen.__setitem__(slice(lo, hi), seen[lo:hi] + 1),
+        lambda gate, gen, polls, chunk, m=marker: _count_claims(gate, gen, polls, chunk,
+                                                                seen, 2000),
+        64, 1)
+    del marker
+    time.sleep(0.01)  # a helper drops its reference right after it returns from the job
+    assert (seen == 1).all()
+    assert ref() is None

@@ -91,6 +91,9 @@ class WorkerPool:
                     call(gate, job, 0)
             except BaseException:  # noqa: S110 - a job reports its own errors to its caller
                 pass
+            # the job's closure holds its layer's arrays (phase planes, outputs): not kept
+            # alive while this helper waits for the next job
+            call = None
 
     def run(self, job, tasks: int | None = None) -> bool:
         """Call ``job()`` on every helper and on the calling thread; return once all calls
@@ -121,6 +124,7 @@ class WorkerPool:
                 finally:
                     while not spin.helpers_back(gate, 1):
                         time.sleep(50e-6)
+                    self._job = None  # (every helper that took it is back)
                 return True
             job()
             helpers = len(self._threads)
