@@ -36,6 +36,12 @@ _FUTEX_WAIT, _FUTEX_WAKE = 128, 129  # the PRIVATE variants: one process
 _SLEEP_NS = 100_000_000
 
 
+def _slot(context, builder, sig, args):
+    """Pointer to element ``args[1]`` of the 1-D int64 array ``args[0]`` (no checks)."""
+    data = context.make_array(sig.args[0])(context, builder, args[0]).data
+    return builder.gep(data, [args[1]])
+
+
 @intrinsic
 def _load_at(typingctx, arr, i):
     """``arr[i]`` of a 1-D int64 array, read from memory on every call (an atomic load,
@@ -46,8 +52,7 @@ def _load_at(typingctx, arr, i):
         return None
 
     def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        ptr = builder.gep(data, [args[1]])
+        ptr = _slot(context, builder, sig, args)
         return builder.load_atomic(ptr, "acquire", 8)
 
     return types.int64(arr, types.intp), codegen
@@ -60,8 +65,7 @@ def _store_at(typingctx, arr, i, value):
         return None
 
     def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        ptr = builder.gep(data, [args[1]])
+        ptr = _slot(context, builder, sig, args)
         builder.store_atomic(args[2], ptr, "release", 8)
         return context.get_dummy_value()
 
@@ -111,8 +115,7 @@ def _fetch_add(typingctx, arr, i, value):
         return None
 
     def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        ptr = builder.gep(data, [args[1]])
+        ptr = _slot(context, builder, sig, args)
         return builder.atomic_rmw("add", ptr, args[2], "seq_cst")
 
     return types.int64(arr, types.intp, types.int64), codegen
@@ -125,8 +128,7 @@ def _swap_if(typingctx, arr, i, expected, value):
         return None
 
     def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, args[0]).data
-        ptr = builder.gep(data, [args[1]])
+        ptr = _slot(context, builder, sig, args)
         pair = builder.cmpxchg(ptr, args[2], args[3], "seq_cst", "seq_cst")
         return builder.extract_value(pair, 1)
 
