@@ -22,9 +22,8 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.gemm_packed import NR, block
+from engine.backends.cpu.gemm_packed import NR, block, pack_panels
 from engine.backends.cpu.linear_epilogue import EPI_NONE
-from engine.backends.cpu.simd import aligned
 from engine.backends.cpu.softmax_vec import MIN_VECTOR_ROW, softmax_rows
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
@@ -39,15 +38,6 @@ def wanted(L: int, M: int, d: int, dv: int, shared_mask: bool) -> bool:
     """Whether attention of L query rows over M keys (head sizes d, dv) runs here."""
     return ENABLED and M >= MIN_VECTOR_ROW and L >= ROWS and shared_mask \
         and d <= 256 and dv <= 256
-
-
-def _panels(w: np.ndarray) -> np.ndarray:
-    """``w`` (K, N) as ``gemm_packed``'s panels [N/32][K][32], flat."""
-    K, N = w.shape
-    nb = -(-N // NR)
-    wp = np.zeros((nb * NR, K), np.float32)
-    wp[:N] = w.T
-    return aligned(wp.reshape(nb, NR, K).transpose(0, 2, 1)).reshape(-1)
 
 
 @njit(**_OPTS)
@@ -115,8 +105,8 @@ def attention(q3, k3, v3, o3, scale, mask3, mode: int, fill) -> None:
     n, L = q3.shape[:2]
     M = k3.shape[2]
     qh = np.ascontiguousarray(q3)
-    kp = np.stack([_panels(k3[h]) for h in range(n)])
-    vp = np.stack([_panels(v3[h]) for h in range(n)])
+    kp = np.stack([pack_panels(k3[h]) for h in range(n)])
+    vp = np.stack([pack_panels(v3[h]) for h in range(n)])
     add, keep = _NO_MASK, _NO_KEEP
     if mode == 1:
         add = np.ascontiguousarray(mask3)

@@ -287,6 +287,12 @@ def blocked_alone(x, gd, nph, Hq, toff, wp, out, oh, ow, Wq, rows, ntask, bias, 
                  pparams, ph, pw, 0, ntask)
 
 
+def _alone(N: int, values_in: int, macs: int, chunk_macs: int) -> bool:
+    """Whether a layer runs on the calling thread in one call (``blocked_alone``): one image
+    with fewer multiply-adds than two chunks and an input small enough to fill alone."""
+    return N == 1 and macs < 2 * chunk_macs and values_in < _FILL_SPLIT
+
+
 def alone_call(bp: BlockedPlan, bias, act, params, x_shape, M: int):
     """What ``run_alone`` needs for a layer whose input has shape ``x_shape`` (one image;
     2-D, or 1-D as one row) and that ``run`` would run on the calling thread in one call,
@@ -296,8 +302,8 @@ def alone_call(bp: BlockedPlan, bias, act, params, x_shape, M: int):
     H, W = (1, x_shape[2]) if len(x_shape) == 3 else x_shape[2:]
     oh, ow = bp.out_hw
     ntask = bp.wp.shape[0] * -(-oh // bp.rows)
-    macs = ntask * R * C * bp.toff.shape[0] * bp.rows * ow
-    if x_shape[0] != 1 or macs >= 2 * CHUNK_MACS or C * H * W >= _FILL_SPLIT:
+    if not _alone(x_shape[0], C * H * W, ntask * R * C * bp.toff.shape[0] * bp.rows * ow,
+                  CHUNK_MACS):
         return None
     out_shape = (1, M, ow) if len(x_shape) == 3 else (1, M, oh, ow)
     return (out_shape, (C, H, W), (M, oh, ow), (bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp),
@@ -332,7 +338,7 @@ def run(bp: BlockedPlan, bias, x, out, act, params, res3, post, pool=(1, 1)) -> 
     # pooled layers (crnn's stem, 13M multiply-adds, pooled 2 x 2: 226 -> 158 us, the
     # model -3%)
     chunk_macs = CHUNK_MACS // (ph * pw)
-    if N == 1 and ntask * macs_task < 2 * chunk_macs and C * H * W < _FILL_SPLIT:
+    if _alone(N, C * H * W, ntask * macs_task, chunk_macs):
         blocked_alone(x[0], bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp, out[0], oh, ow, bp.Wq, rows,
                       ntask, bias, act, params,
                       none if res3 is None else res3[0].reshape(out.shape[1:]), post[0],

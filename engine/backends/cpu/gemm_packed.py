@@ -79,6 +79,16 @@ def packable(w: np.ndarray, trans: bool = False, rows: int = 1 << 30) -> bool:
     return _held[0] + w.nbytes <= MAX_PACKED_BYTES
 
 
+def pack_panels(w: np.ndarray, trans: bool = False) -> np.ndarray:
+    """``w`` [K, N] (``trans``: [N, K]) as flat panels [N/32][K][32], zero columns padding N,
+    64-byte aligned (uncached: ``packed`` keeps a constant weight's)."""
+    N, K = w.shape if trans else w.shape[::-1]
+    nb = -(-N // NR)
+    wp = np.zeros((nb * NR, K), np.float32)
+    wp[:N] = w if trans else w.T
+    return aligned(wp.reshape(nb, NR, K).transpose(0, 2, 1)).reshape(-1)
+
+
 def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
     """``w`` [K, N] (``trans``: ``w`` is [N, K] and the product is with its transpose)
     packed for ``matmul_packed``, made once per weight array (kept while the array lives:
@@ -87,11 +97,7 @@ def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
     hit = _packed.get(key)
     if hit is not None and hit[0]() is w:
         return hit[1]
-    N, K = w.shape if trans else w.shape[::-1]
-    nb = -(-N // NR)
-    wp = np.zeros((nb * NR, K), np.float32)
-    wp[:N] = w if trans else w.T
-    bp = aligned(wp.reshape(nb, NR, K).transpose(0, 2, 1)).reshape(-1)
+    bp = pack_panels(w, trans)
     _forget(key)  # a dead array's entry whose id came back
     _packed[key] = (weakref.ref(w, lambda _ref, key=key: _forget(key)), bp)
     _held[0] += bp.nbytes

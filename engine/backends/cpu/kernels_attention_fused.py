@@ -151,10 +151,11 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
     # head many times (a block of rows at a time) and run faster on contiguous copies
     # (whisper's 1500 tokens: 3% slower on views)
     q3, k3, v3 = q.reshape(n, L, d), k.reshape(n, d, M), v.reshape(n, M, dv)
-    shared = full_mask is None or not any(full_mask.strides[:-2])
-    if not batched and attention_packed.wanted(L, M, d, dv, shared):
+    # a mask shared by every head (a padding or causal mask) as one (1, L, M) plane
+    shared = full_mask is not None and not any(full_mask.strides[:-2])
+    mask3 = full_mask[(0,) * len(lead)][None] if shared else None
+    if not batched and attention_packed.wanted(L, M, d, dv, full_mask is None or shared):
         out = np.empty(lead + (L, dv), np.float32)
-        mask3 = None if full_mask is None else full_mask[(0,) * len(lead)][None]
         attention_packed.attention(q3, k3, v3, out.reshape(n, L, dv), scale, mask3, mode,
                                    fill)
         return _heads_last(out) if heads_last else out
@@ -174,7 +175,7 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
     dummy_add = np.zeros((1, 1), np.float32)
     dummy_keep = np.zeros((1, 1), bool)
     if batched:
-        _batched(q3, k3, v3, o3, scale32, full_mask, mode, fill32, n, L, M, d + dv, lead)
+        _batched(q3, k3, v3, o3, scale32, full_mask, mask3, mode, fill32, n, L, M, d + dv)
         if final is not None:
             return final
         return _heads_last(out) if heads_last else out
@@ -212,19 +213,17 @@ def _heads_last(out: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.swapaxes(out, -3, -2))
 
 
-def _batched(q3, k3, v3, o3, scale32, full_mask, mode, fill32, n, L, M, dk, lead):
+def _batched(q3, k3, v3, o3, scale32, full_mask, mask3, mode, fill32, n, L, M, dk):
     """All heads at once, split into one run of heads a thread (see ``BATCHED_BYTES``)."""
     scores = np.empty((n, L, M), np.float32)
     inv = np.empty((n, L), np.float32)
     add3 = np.zeros((1, 1, 1), np.float32)
     keep3 = np.zeros((1, 1, 1), bool)
-    shared = False
+    shared = mask3 is not None
     if full_mask is not None:
-        # a mask shared by every head (a padding or causal mask) is passed once, not copied
-        # out per head (BERT's: 256 KB a call)
-        shared = not any(full_mask.strides[:-2])
-        m3 = (full_mask[(0,) * len(lead)][None] if shared
-              else np.ascontiguousarray(full_mask).reshape(n, L, M))
+        # a mask every head shares (``mask3``) is passed once, not copied out per head
+        # (BERT's: 256 KB a call)
+        m3 = mask3 if shared else np.ascontiguousarray(full_mask).reshape(n, L, M)
         add3, keep3 = (m3, keep3) if mode == MASK_ADD else (add3, m3)
 
     def run(lo: int, hi: int) -> None:

@@ -17,6 +17,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from engine.backends.cpu import fastmath as fm
 from engine.backends.cpu.fastmath import exp_le0
 from engine.backends.cpu.simd import LANES, f32x16, vadd, vload, vstore, vzero
 
@@ -130,16 +131,15 @@ def _vexp_below(typingctx, a, m):
     def codegen(context, builder, sig, args):
         fma, floor = _vector_fn(builder, "fma", 3), _vector_fn(builder, "floor", 1)
         x = builder.fsub(args[0], _broadcast(builder, args[1]))
-        lo = _splat(-87.3)
+        lo = _splat(fm._EXP_NORMAL)
         c = builder.select(builder.fcmp_ordered(">", x, lo), x, lo)
-        n = builder.call(floor, [builder.call(fma, [c, _splat(1.4426950408889634),
-                                                    _splat(0.5)])])
-        r = builder.call(fma, [n, _splat(-0.693145751953125), c])
-        r = builder.call(fma, [n, _splat(-1.4286068203094173e-06), r])
-        p = _splat(1 / 5040)
-        for coefficient in (1 / 720, 1 / 120, 1 / 24, 1 / 6, 0.5):
+        n = builder.call(floor, [builder.call(fma, [c, _splat(fm._LOG2E), _splat(fm._HALF)])])
+        r = builder.call(fma, [n, _splat(-fm._LN2_HI), c])
+        r = builder.call(fma, [n, _splat(-fm._LN2_LO), r])
+        p = _splat(fm._E7)
+        for coefficient in (fm._E6, fm._E5, fm._E4, fm._E3, fm._E2):
             p = builder.call(fma, [p, r, _splat(coefficient)])
-        p = builder.call(fma, [builder.fmul(p, r), r, builder.fadd(r, _splat(1.0))])
+        p = builder.call(fma, [builder.fmul(p, r), r, builder.fadd(r, _splat(fm._ONE))])
         bits = builder.shl(builder.add(builder.fptosi(n, _IT), ir.Constant(_IT, [127] * LANES)),
                            ir.Constant(_IT, [23] * LANES))
         e = builder.fmul(p, builder.bitcast(bits, _VT))
