@@ -12,29 +12,13 @@
 // from this one on run backward (t = seq - 1 - step).
 
 //!include common/activations.wgsl
+//!include pixel/lstm_common.wgsl
 
 @group(0) @binding(1) var T0: texture_2d<f32>;
 @group(0) @binding(2) var T1: texture_2d<f32>;
 @group(0) @binding(3) var T2: texture_2d<f32>;
 @group(0) @binding(4) var T3: texture_2d<f32>;
 @group(0) @binding(5) var T4: texture_2d<f32>;
-
-fn batch_n() -> u32 { return u32(U.i[0].y); }
-fn dirs_n() -> u32 { return u32(U.i[1].x); }
-fn batch_first() -> bool { return U.i[1].z != 0; }
-
-// the time a direction works on at step s (the step that made time t, likewise)
-fn time_of(d: u32, s: u32) -> u32 {
-    return select(s, u32(U.i[0].x) - 1u - s, i32(d) >= U.i[2].x);
-}
-
-// element (d, b, j) of a [dirs, batch, H] state input ([batch, dirs, H] batch-first)
-fn state_elem(d: u32, b: u32, j: u32) -> array<u32, 6> {
-    if (batch_first()) {
-        return array<u32, 6>(0u, 0u, 0u, b, d, j);
-    }
-    return array<u32, 6>(0u, 0u, 0u, d, b, j);
-}
 
 fn op_Init(p: vec2<u32>) -> vec4<f32> {
     let d = p.y / batch_n();
@@ -77,9 +61,11 @@ fn op_Proj(p: vec2<u32>) -> vec4<f32> {
     if (batch_first()) {
         xe = array<u32, 6>(0u, 0u, 0u, b, t, 0u);
     }
+    // X is rank 3, blocked along axis 1: its last axis runs along x, one texel a step, so
+    // element k of the row sits k texels right of element 0 (no addressing in the loop)
+    let xc = elem_coord(U.t[0], xe);
     for (var k = 0u; k < I; k++) {
-        xe[5] = k;
-        let xv = load_elem(T0, U.t[0], xe);
+        let xv = ld(T0, xc.x + k, xc.y)[xc.z];
         acc += xv * vec4<f32>(ld(T1, k, g0.x)[g0.y], ld(T1, k, g1.x)[g1.y],
                               ld(T1, k, g2.x)[g2.y], ld(T1, k, g3.x)[g3.y]);
     }

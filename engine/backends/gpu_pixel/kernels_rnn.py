@@ -1,4 +1,5 @@
-"""LSTM (shaders/pixel/lstm.wgsl): one render pass per time step for every direction at once.
+"""LSTM (shaders/pixel/lstm.wgsl): one render pass per time step for every direction at once
+(small hidden sizes and sequences run the whole recurrence in one pass: kernels_rnn_seq.py).
 
 One pass first computes the input's part of the gates, X W^T plus both biases, for every
 time step at once (one wide pass instead of a loop over the input in every step). The state
@@ -13,6 +14,7 @@ one at step seq - 1 - t); Y_h and Y_c come from the last state.
 from __future__ import annotations
 
 from engine.backends.gpu_pixel.handles import PixelTensor
+from engine.backends.gpu_pixel.kernels_rnn_seq import lstm_one_pass, seq_targets
 from engine.backends.gpu_pixel.layout import DEFAULT_MAX_DIM, fit_reason
 from engine.backends.gpu_pixel.registry import pixel_kernel
 from engine.ops.rnn import lstm_default_reason
@@ -52,15 +54,21 @@ def LSTM(be, layer, inputs, in_metas, out_metas):
         return [(seq, batch, inp, hid), (dirs, step, layout, flags), (rev_from, comp)]
 
     dummy = be.r.dummy
-    state_shape = (1, 2, dirs, batch, hid)
     h0, c0 = given(5), given(6)
-    state = be.run("lstm", state_shape, [dummy if h0 is None else h0,
-                                         dummy if c0 is None else c0], n_tex=5, OP="Init",
-                   ints=ints(flags=(h0 is not None) | (c0 is not None) << 1))
     bias = given(3)
     proj = be.run("lstm", (seq, 4, dirs, batch, hid),
                   [inputs[0], inputs[1], dummy, dummy if bias is None else bias], n_tex=5,
                   OP="Proj", ints=ints(flags=int(bias is not None)))
+    names = list(layer.outputs) + [""] * (3 - len(layer.outputs))
+    targets = seq_targets(be, seq, hid)
+    if targets is not None:
+        outs = lstm_one_pass(be, names, out_metas, proj, inputs[2], h0, c0, ints, targets)
+        be.free(proj)
+        return outs[:len(layer.outputs)]
+    state_shape = (1, 2, dirs, batch, hid)
+    state = be.run("lstm", state_shape, [dummy if h0 is None else h0,
+                                         dummy if c0 is None else c0], n_tex=5, OP="Init",
+                   ints=ints(flags=(h0 is not None) | (c0 is not None) << 1))
     history = be.r.alloc(hid, seq * dirs * batch)
     rows = dirs * batch
     for step in range(seq):
@@ -69,7 +77,6 @@ def LSTM(be, layer, inputs, in_metas, out_metas):
         be.free(state)
         state = new
         be.r.copy_rows(state.tex, history, step * rows)
-    names = list(layer.outputs) + [""] * (3 - len(layer.outputs))
     outs: list[PixelTensor | None] = []
     if names[0]:
         outs.append(be.run("lstm", out_metas[0].shape, [history], n_tex=5, OP="Y",

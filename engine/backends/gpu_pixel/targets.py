@@ -72,10 +72,9 @@ def run_columns(be, shader: str, out_shape, inputs, ints, floats, per: int, q: i
 _TARGETS: dict[int, int] = {}
 
 
-def pixels_per_fragment(be, ow: int, widest: int = 8) -> int:
-    """Output pixels a fragment of such a pass computes (its colour targets): the most of
-    ``WIDTHS`` (at most ``widest``) the device's colour-target limits allow (8 rgba32float
-    targets need 128 bytes a sample) on rows of at least twice as many pixels, else 1."""
+def color_targets(be) -> int:
+    """The rgba32float colour targets a pass may write on this device (the colour-target
+    limits: 8 such targets need 128 bytes a sample)."""
     key = id(be.r.device)
     most = _TARGETS.get(key)
     if most is None:
@@ -83,6 +82,14 @@ def pixels_per_fragment(be, ow: int, widest: int = 8) -> int:
         most = _TARGETS[key] = min(int(limits.get("max-color-attachments", 1)),
                                    int(limits.get("max-color-attachment-bytes-per-sample",
                                                   16)) // 16)
+    return most
+
+
+def pixels_per_fragment(be, ow: int, widest: int = 8) -> int:
+    """Output pixels a fragment of such a pass computes (its colour targets): the most of
+    ``WIDTHS`` (at most ``widest``) the device's colour-target limits allow (8 rgba32float
+    targets need 128 bytes a sample) on rows of at least twice as many pixels, else 1."""
+    most = color_targets(be)
     for per in WIDTHS:
         if per <= min(most, widest) and ow >= 2 * per:
             return per

@@ -1,0 +1,58 @@
+"""GPU_PIXEL's two LSTM paths against onnxruntime (layout 0) and the ONNX reference
+evaluator (layout 1), on fresh random data: the one-pass recurrence (kernels_rnn_seq.py:
+short sequences, at most 32 hidden units; 1, 2, 4 and 8 colour targets) and the pass-a-step
+path beside it (sequences past the one-pass bound, more than 32 units). Each case checks
+which path its sizes take, so a change of the bound cannot silently test one path twice."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx.reference import ReferenceEvaluator
+
+from engine import BackendType, ModelLoader, Worker
+from engine.backends.gpu_pixel.kernels_rnn_seq import seq_targets
+from tests.test_gpu_pixel_rnn import _model
+
+CASES = [  # seq, batch, inp, hid, direction, layout, outputs, states, bias, one pass
+    (16, 1, 32, 32, "forward", 0, ("y", "y_h", "y_c"), ("h0", "c0"), True, True),
+    (5, 3, 4, 3, "bidirectional", 0, ("y_h",), ("h0",), True, True),
+    (11, 2, 6, 12, "reverse", 0, ("y", "y_h", "y_c"), (), False, True),
+    (7, 2, 5, 8, "bidirectional", 1, ("y", "y_c"), ("h0", "c0"), True, True),
+    (30, 2, 16, 32, "bidirectional", 0, ("y", "y_h", "y_c"), ("h0", "c0"), True, False),
+    (6, 2, 5, 36, "forward", 1, ("y", "y_h"), ("c0",), True, False),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq,batch,inp,hid,direction,layout,outputs,states,bias,one_pass",
+                         CASES)
+def test_lstm_paths_match_reference(seq, batch, inp, hid, direction, layout, outputs, states,
+                                    bias, one_pass, require_gpu, rng):
+    dirs = 2 if direction == "bidirectional" else 1
+    proto = _model(seq, batch, inp, hid, dirs, layout, outputs, states, bias, direction)
+    feeds = {"x": rng.normal(size=(batch, seq, inp) if layout else (seq, batch, inp)),
+             "w": rng.normal(0, 0.4, size=(dirs, 4 * hid, inp)),
+             "r": rng.normal(0, 0.4, size=(dirs, 4 * hid, hid))}
+    if bias:
+        feeds["b"] = rng.normal(0, 0.3, size=(dirs, 8 * hid))
+    for name in states:
+        feeds[name] = rng.normal(size=(batch, dirs, hid) if layout else (dirs, batch, hid))
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    if layout:
+        want = ReferenceEvaluator(proto).run(None, feeds)
+    else:
+        so = ort.SessionOptions()
+        so.log_severity_level = 3
+        want = ort.InferenceSession(proto.SerializeToString(), so,
+                                    providers=["CPUExecutionProvider"]).run(None, feeds)
+    model = ModelLoader.load(proto.SerializeToString())
+    with Worker(model, "gpu-pixel") as worker:
+        assert (seq_targets(worker._backend, seq, hid) is not None) == one_pass
+        for _ in range(3):  # the third run is replayed from the recorded second
+            worker.schedule(feeds)
+            got = [worker.peek_output(o.name).download_to_array() for o in model.outputs]
+            for spec, g, w in zip(model.outputs, got, want):
+                assert g.shape == w.shape, spec.name
+                np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-5, err_msg=spec.name)
+        placed = worker.placement["lstm"]
+        assert placed.backend is BackendType.GPU_PIXEL, placed.reason
