@@ -5,7 +5,8 @@ buffers from a liveness-planned arena (taken from the backend's pool, kept while
 lives), uploads of values fixed by the signature get their own buffers written once,
 constants are bound where they already live; each dispatch gets its bind group and uniform
 buffer. ``run`` then writes the inputs into their buffers and records every dispatch in as
-few compute passes as the trace allows (copies end a pass), with raw wgpu-native calls.
+few compute passes as the trace allows (copies end a pass), with raw wgpu-native calls
+(``replay_submit.py``).
 
 Per-layer GPU times come from timestamps written inside the passes at layer boundaries
 (``timestamp-query-inside-passes``), sampled: reading stamps back costs the host more than
@@ -28,13 +29,8 @@ from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import guards_hold, host_values
 from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
 from engine.backends.gpu_compute.memory import GpuTensor
+from engine.backends.gpu_compute.replay_submit import Submitter
 from engine.tensor import Stored, free_released
-
-try:  # the raw C calls skip wgpu-py's per-call error capture (errors surface at ``end``)
-    from wgpu.backends.wgpu_native._ffi import ffi as _ffi
-    from wgpu.backends.wgpu_native._ffi import lib as _lib
-except ImportError:  # pragma: no cover - another wgpu backend
-    _lib = _ffi = None
 
 #: timestamps a replay may write (one query set)
 MAX_STAMPS = 4096
@@ -68,7 +64,8 @@ class Replay:
         self.prefix: list = []  # CPU layers computing If conditions (recording.analyse)
         self.guards: list = []  # (condition, branch taken) of each If
         self._objects: list = []  # buffers of fixed values: kept alive
-        self._raw: dict = {}  # id(ops) -> (ops, their dispatches as raw handles)
+        #: writes the inputs, records the ops and submits (replay_submit.py)
+        self._submitter = Submitter(backend)
 
     def inputs_for(self, worker, feeds: dict) -> dict | None:
         """``feeds`` and the host prefix's values, or None when an ``If`` would take
@@ -87,7 +84,7 @@ class Replay:
             for alloc in allocs.values():
                 self.backend.pool.release(alloc)
         self.ring.clear()
-        self._raw.clear()
+        self._submitter.forget()
 
     def adopt(self, allocs: dict) -> tuple[dict, list]:
         """Add an output set (holding one reference to each allocation) and its ops."""
@@ -118,26 +115,15 @@ class Replay:
         t_run = time.perf_counter()
         backend.begin_run()
         backend.flush()
-        queue = backend.queue
         with gpu_errors("running a replayed plan"):
-            for name, buf in self.feeds:
-                value = feeds[name]
-                if value.dtype == np.dtype(bool):
-                    value = value.astype(np.uint32)
-                if value.nbytes:
-                    queue.write_buffer(buf, 0, np.ascontiguousarray(value))
             allocs, ops = self._output_set()
             sample = self._sample_now()
-            encoder = backend.device.create_command_encoder()
-            self._record(encoder, ops, sample)
+            self._submitter.submit(self, feeds, ops, sample)
             outs = {}
             for name, (aid, like) in self.outputs.items():
                 alloc = allocs[aid]
                 alloc.refs += 1  # the output tensor's reference; the ring keeps its own
                 outs[name] = GpuTensor(alloc, like.shape, like.dtype)
-            if sample:
-                encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
-            queue.submit([encoder.finish()])
         for name, fut in futures.items():
             fut.set_result(Stored(backend, outs[name], self.metas[name]))
         if sample:
@@ -151,71 +137,12 @@ class Replay:
         """Whether this run writes and reads per-layer timestamps."""
         self._since_sample += 1
         if self.query_set is None or self.backend._timestamps is None or \
+                not self._submitter.stamps or \
                 self._since_sample < SAMPLE_EVERY or \
                 (self._reading is not None and not self._reading.done()):
             return False
         self._since_sample = 0
         return True
-
-    def _record(self, encoder, ops: list, sample: bool) -> None:
-        if _lib is None:
-            for op in ops:
-                if op[0] == "copy":
-                    encoder.copy_buffer_to_buffer(*op[1:])
-                    continue
-                cpass = encoder.begin_compute_pass()
-                for pipeline, group, groups, _ in op[1]:
-                    cpass.set_pipeline(pipeline)
-                    cpass.set_bind_group(0, group)
-                    cpass.dispatch_workgroups(*groups)
-                cpass.end()
-            return
-        null = _ffi.NULL
-        qsi = self.query_set._internal if sample and self.query_set is not None else None
-        stamp_at = _lib.wgpuComputePassEncoderWriteTimestamp
-        set_pipeline = _lib.wgpuComputePassEncoderSetPipeline
-        set_group = _lib.wgpuComputePassEncoderSetBindGroup
-        dispatch = _lib.wgpuComputePassEncoderDispatchWorkgroups
-        for op, calls in self._raw_ops(ops):
-            if calls is None:
-                encoder.copy_buffer_to_buffer(*op[1:])
-                continue
-            cpass = encoder.begin_compute_pass()
-            p = cpass._internal
-            for pipe, group, x, y, z, stamp in calls:
-                if stamp >= 0 and qsi is not None:
-                    stamp_at(p, qsi, stamp)
-                if pipe is not None:
-                    set_pipeline(p, pipe)
-                set_group(p, 0, group, 0, null)
-                dispatch(p, x, y, z)
-            if op[2] >= 0 and qsi is not None:
-                stamp_at(p, qsi, op[2])
-            cpass.end()
-
-    def _raw_ops(self, ops: list) -> list:
-        """``ops`` with each pass's dispatches as (pipeline handle or None when unchanged,
-        bind group handle, x, y, z, stamp), made once per output set: the attribute lookups
-        and unpacking were a third of recording a run."""
-        known = self._raw.get(id(ops))
-        if known is not None and known[0] is ops:
-            return known[1]
-        flat = []
-        for op in ops:
-            if op[0] == "copy":
-                flat.append((op, None))
-                continue
-            calls, last = [], None
-            for pipeline, group, (x, y, z), stamp in op[1]:
-                calls.append((None if pipeline is last else pipeline._internal,
-                              group._internal, x, y, z, stamp))
-                last = pipeline
-            flat.append((op, calls))
-        if len(self._raw) > RING:  # forget output sets the ring has dropped
-            live = {id(entry[1]) for entry in self.ring}
-            self._raw = {k: v for k, v in self._raw.items() if k in live}
-        self._raw[id(ops)] = (ops, flat)
-        return flat
 
     def _read_stamps(self) -> Future:
         gpu = self.backend.gpu

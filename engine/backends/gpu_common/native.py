@@ -1,0 +1,119 @@
+"""A replayed run's command encoder, input writes and submit as direct wgpu-native calls.
+
+A replayed run records the same commands every time; through wgpu-py's public API each
+encoder, pass, finish, submit and queue write builds its descriptor in Python, wraps the
+result in a Python object and goes through an error-capturing proxy. On this machine that
+was ~60 us of a tiny model's ~250 us host cost a run. ``RawRun`` builds the (empty)
+descriptors once and makes the calls directly.
+
+Errors: recording and writing are not checked call by call (wgpu-native reports what it
+finds at finish and submit); finish and submit go through wgpu-py's error-capturing call,
+so a failure is raised (inside the caller's ``gpu_errors``) as with the public API. Used only
+with the wgpu version it was checked against (``RAW_VERSIONS``); otherwise ``NATIVE`` is
+None and replays use the public API.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: wgpu-py versions whose entry points and descriptor structs this module was checked against
+RAW_VERSIONS = ("0.32.0",)
+_FUNCTIONS = ("wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderBeginComputePass",
+              "wgpuComputePassEncoderEnd", "wgpuComputePassEncoderRelease",
+              "wgpuCommandEncoderFinish", "wgpuCommandEncoderRelease",
+              "wgpuCommandEncoderCopyBufferToBuffer", "wgpuCommandEncoderResolveQuerySet",
+              "wgpuQueueSubmit", "wgpuCommandBufferRelease", "wgpuQueueWriteBuffer")
+
+
+def _native():
+    """(ffi, lib, error-capturing lib) of wgpu-py's wgpu-native backend, or None."""
+    try:
+        import wgpu
+        from wgpu.backends.wgpu_native._api import libf
+        from wgpu.backends.wgpu_native._ffi import ffi, lib
+    except Exception:  # noqa: BLE001 - another backend or layout: use the public API
+        return None
+    if getattr(wgpu, "__version__", None) not in RAW_VERSIONS:
+        return None
+    if not all(hasattr(lib, n) and hasattr(libf, n) for n in _FUNCTIONS):
+        return None
+    try:
+        for struct in ("WGPUCommandEncoderDescriptor *", "WGPUCommandBufferDescriptor *",
+                       "WGPUComputePassDescriptor *", "WGPUCommandBuffer[]"):
+            ffi.new(struct, 1) if struct.endswith("[]") else ffi.new(struct)
+    except Exception:  # noqa: BLE001 - the structs changed: use the public API
+        return None
+    return ffi, lib, libf
+
+
+NATIVE = _native()
+
+
+class RawRun:
+    """Encoders of one device's replayed runs: ``begin`` one, record into it (``encoder``:
+    the raw handle; compute passes through ``begin_compute``/``end_compute``), ``submit``."""
+
+    def __init__(self, device, queue):
+        ffi, lib, _ = NATIVE
+        self._device, self._queue = device._internal, queue._internal
+        # zeroed descriptors: no label, no timestamp writes, no chained structs
+        self._enc_desc = ffi.new("WGPUCommandEncoderDescriptor *")
+        self._cb_desc = ffi.new("WGPUCommandBufferDescriptor *")
+        self._pass_desc = ffi.new("WGPUComputePassDescriptor *")
+        self._cbs = ffi.new("WGPUCommandBuffer[]", 1)
+        self._from_buffer = ffi.from_buffer
+        self.encoder = None
+
+    def write(self, buffer, array: np.ndarray) -> None:
+        """Queue a write of all of ``array`` (C-contiguous) at the start of ``buffer``."""
+        _, lib, _ = NATIVE
+        lib.wgpuQueueWriteBuffer(self._queue, buffer._internal, 0,
+                                 self._from_buffer(array), array.nbytes)
+
+    def begin(self):
+        """A new command encoder (the raw handle, also kept as ``encoder``)."""
+        _, lib, _ = NATIVE
+        self.encoder = lib.wgpuDeviceCreateCommandEncoder(self._device, self._enc_desc)
+        return self.encoder
+
+    def begin_compute(self):
+        _, lib, _ = NATIVE
+        return lib.wgpuCommandEncoderBeginComputePass(self.encoder, self._pass_desc)
+
+    @staticmethod
+    def end_compute(cpass) -> None:
+        _, lib, _ = NATIVE
+        lib.wgpuComputePassEncoderEnd(cpass)
+        lib.wgpuComputePassEncoderRelease(cpass)
+
+    def copy_buffer(self, src, src_offset: int, dst, dst_offset: int, size: int) -> None:
+        _, lib, _ = NATIVE
+        lib.wgpuCommandEncoderCopyBufferToBuffer(self.encoder, src._internal, src_offset,
+                                                 dst._internal, dst_offset, size)
+
+    def resolve(self, query_set, count: int, dst) -> None:
+        _, lib, _ = NATIVE
+        lib.wgpuCommandEncoderResolveQuerySet(self.encoder, query_set._internal, 0, count,
+                                              dst._internal, 0)
+
+    def submit(self) -> None:
+        """Finish the encoder and submit it (errors raised by wgpu-py's checked calls)."""
+        _, lib, libf = NATIVE
+        enc, self.encoder = self.encoder, None
+        try:
+            cb = libf.wgpuCommandEncoderFinish(enc, self._cb_desc)
+        finally:
+            lib.wgpuCommandEncoderRelease(enc)
+        try:
+            self._cbs[0] = cb
+            libf.wgpuQueueSubmit(self._queue, 1, self._cbs)
+        finally:
+            lib.wgpuCommandBufferRelease(cb)
+
+    def abandon(self) -> None:
+        """Drop an encoder that will not be submitted (an error while recording)."""
+        if self.encoder is not None:
+            _, lib, _ = NATIVE
+            lib.wgpuCommandEncoderRelease(self.encoder)
+            self.encoder = None
