@@ -34,7 +34,8 @@ GATHER_TEXTURES = 8
 def seq_targets(be, seq: int, hid: int) -> int | None:
     """Colour targets of the one-pass recurrence for ``seq`` steps of ``hid`` units, or None
     when the per-step path runs the LSTM."""
-    if seq > MAX_SEQ or seq * max(hid, 8) ** 2 > MAX_STEP_WORK or seq + 1 > be.max_dim:
+    if seq > MAX_SEQ or seq * max(hid, 8) ** 2 > MAX_STEP_WORK or seq + 1 > be.max_dim \
+            or hid % 4:  # (the shader takes a gate of 4 units from one texel)
         return None
     need = next((p for p in TARGETS if 4 * p >= hid), None)
     if need is None or need > color_targets(be):
