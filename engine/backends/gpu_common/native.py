@@ -23,7 +23,8 @@ _FUNCTIONS = ("wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderBeginComputeP
               "wgpuComputePassEncoderEnd", "wgpuComputePassEncoderRelease",
               "wgpuCommandEncoderFinish", "wgpuCommandEncoderRelease",
               "wgpuCommandEncoderCopyBufferToBuffer", "wgpuCommandEncoderResolveQuerySet",
-              "wgpuQueueSubmit", "wgpuCommandBufferRelease", "wgpuQueueWriteBuffer")
+              "wgpuQueueSubmit", "wgpuCommandBufferRelease", "wgpuQueueWriteBuffer",
+              "wgpuQueueWriteTexture")
 
 
 def _native():
@@ -36,11 +37,14 @@ def _native():
         return None
     if getattr(wgpu, "__version__", None) not in RAW_VERSIONS:
         return None
-    if not all(hasattr(lib, n) and hasattr(libf, n) for n in _FUNCTIONS):
+    if not all(hasattr(lib, n) and hasattr(libf, n) for n in _FUNCTIONS) or \
+            not hasattr(lib, "WGPUTextureAspect_All"):
         return None
     try:
         for struct in ("WGPUCommandEncoderDescriptor *", "WGPUCommandBufferDescriptor *",
-                       "WGPUComputePassDescriptor *", "WGPUCommandBuffer[]"):
+                       "WGPUComputePassDescriptor *", "WGPUCommandBuffer[]",
+                       "WGPUTexelCopyTextureInfo *", "WGPUTexelCopyBufferLayout *",
+                       "WGPUExtent3D *"):
             ffi.new(struct, 1) if struct.endswith("[]") else ffi.new(struct)
     except Exception:  # noqa: BLE001 - the structs changed: use the public API
         return None
@@ -52,7 +56,8 @@ NATIVE = _native()
 
 class RawRun:
     """Encoders of one device's replayed runs: ``begin`` one, record into it (``encoder``:
-    the raw handle; compute passes through ``begin_compute``/``end_compute``), ``submit``."""
+    the raw handle; compute passes through ``begin_compute``/``end_compute``, render passes
+    by ``rawpass.PassList``), ``submit``."""
 
     def __init__(self, device, queue):
         ffi, lib, _ = NATIVE
@@ -70,6 +75,31 @@ class RawRun:
         _, lib, _ = NATIVE
         lib.wgpuQueueWriteBuffer(self._queue, buffer._internal, 0,
                                  self._from_buffer(array), array.nbytes)
+
+    def texture_target(self, texture, width: int, height: int) -> tuple:
+        """The descriptors of whole-texture writes to an rgba32float ``texture``
+        (``write_texture``'s ``target``)."""
+        ffi, lib, _ = NATIVE
+        dst = ffi.new("WGPUTexelCopyTextureInfo *")
+        dst.texture = texture._internal
+        dst.mipLevel = 0
+        dst.origin.x = dst.origin.y = dst.origin.z = 0
+        dst.aspect = lib.WGPUTextureAspect_All
+        layout = ffi.new("WGPUTexelCopyBufferLayout *")
+        layout.offset = 0
+        layout.bytesPerRow = width * 16
+        layout.rowsPerImage = height
+        size = ffi.new("WGPUExtent3D *")
+        size.width, size.height, size.depthOrArrayLayers = width, height, 1
+        return texture, dst, layout, size  # (the texture: kept alive with its descriptors)
+
+    def write_texture(self, target: tuple, texels: np.ndarray) -> None:
+        """Queue a write of ``texels`` (C-contiguous (height, width, 4) float32) into all of
+        the texture of ``target`` (from ``texture_target``)."""
+        _, lib, _ = NATIVE
+        _, dst, layout, size = target
+        lib.wgpuQueueWriteTexture(self._queue, dst, self._from_buffer(texels), texels.nbytes,
+                                  layout, size)
 
     def begin(self):
         """A new command encoder (the raw handle, also kept as ``encoder``)."""
@@ -110,6 +140,19 @@ class RawRun:
             libf.wgpuQueueSubmit(self._queue, 1, self._cbs)
         finally:
             lib.wgpuCommandBufferRelease(cb)
+
+    def run(self, record, stamps: tuple | None = None) -> None:
+        """``begin`` an encoder, ``record(encoder)`` into it, resolve ``stamps`` ((query
+        set, count, buffer), when given) and ``submit``; an error drops the encoder."""
+        self.begin()
+        try:
+            record(self.encoder)
+            if stamps:
+                self.resolve(*stamps)
+        except BaseException:
+            self.abandon()
+            raise
+        self.submit()
 
     def abandon(self) -> None:
         """Drop an encoder that will not be submitted (an error while recording)."""

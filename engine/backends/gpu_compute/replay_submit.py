@@ -40,15 +40,9 @@ class Submitter:
             value = _input_array(feeds[name])
             if value.nbytes:
                 raw.write(buf, value)
-        raw.begin()
-        try:
-            self._record_raw(raw, self._flat_ops(replay, ops), sample and replay.query_set)
-            if sample:
-                raw.resolve(replay.query_set, replay.stamps, replay.resolve_buf)
-        except BaseException:
-            raw.abandon()
-            raise
-        raw.submit()
+        flat = self._flat_ops(replay, ops)
+        raw.run(lambda _: self._record_raw(raw, flat, sample and replay.query_set),
+                (replay.query_set, replay.stamps, replay.resolve_buf) if sample else None)
 
     @staticmethod
     def _record_raw(raw: RawRun, flat: list, query_set) -> None:

@@ -132,13 +132,14 @@ class PassList:
         return (None, infos[0], infos[1], size)
 
     def record(self, encoder, stamp: bool = False) -> None:
-        """Record every pass and copy into ``encoder`` (with timestamps when ``stamp``)."""
+        """Record every pass and copy into ``encoder`` (with timestamps when ``stamp``): a
+        wgpu-py command encoder, or with ``raw`` also a raw wgpu-native one."""
         if not self.raw:
             self._record_public(encoder, stamp)
             return
         ffi, lib = NATIVE
         null = ffi.NULL
-        enc = encoder._internal
+        enc = getattr(encoder, "_internal", encoder)
         begin = lib.wgpuCommandEncoderBeginRenderPass
         set_pipeline = lib.wgpuRenderPassEncoderSetPipeline
         set_group = lib.wgpuRenderPassEncoderSetBindGroup

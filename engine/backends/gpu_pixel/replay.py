@@ -26,6 +26,7 @@ import numpy as np
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import guards_hold, host_values
+from engine.backends.gpu_common.native import NATIVE, RawRun
 from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
 from engine.backends.gpu_compute.replay import Replays
 from engine.backends.gpu_pixel.handles import PixelTensor
@@ -75,6 +76,9 @@ class PixelReplay:
                     size=self.stamps * 8,
                     usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         self.spans = [ev[1] for ev in self.events if ev[0] == "draw"]  # layer of each pass
+        #: the encoder, input writes and submit as direct calls (gpu_common/native.py)
+        self._raw_run = RawRun(backend.device, r.queue) if NATIVE is not None else None
+        self._targets: dict[int, tuple] = {}  # id(texture) -> its raw write descriptors
         self.last_times: dict[str, float] | None = None
         self._since_sample = SAMPLE_EVERY
         self._reading: Future | None = None
@@ -156,6 +160,7 @@ class PixelReplay:
         with gpu_errors("running a replayed plan"):
             entry = self._output_set()
             subst, passes = entry[0], entry[2]
+            raw = self._raw_run if passes.raw else None
             for k, (tex, (name, dtype, shape)) in enumerate(self.writes):
                 value = values[name]
                 if dtype is not None:
@@ -164,13 +169,22 @@ class PixelReplay:
                     value = value.reshape(shape)
                 # packed into the same host array every run (a new one costs page faults)
                 texels = self._texels[k] = pack(value, self._texels[k])
-                r.write(subst.get(id(tex), tex), texels)
+                target = subst.get(id(tex), tex)
+                if raw is None:
+                    r.write(target, texels)
+                else:
+                    raw.write_texture(self._write_target(target), texels)
             sample = self._sample_now()
-            encoder = backend.device.create_command_encoder()
-            passes.record(encoder, sample)
-            if sample:
-                encoder.resolve_query_set(self.query_set, 0, self.stamps, self.resolve_buf, 0)
-            r.queue.submit([encoder.finish()])
+            if raw is None:
+                encoder = backend.device.create_command_encoder()
+                passes.record(encoder, sample)
+                if sample:
+                    encoder.resolve_query_set(self.query_set, 0, self.stamps,
+                                              self.resolve_buf, 0)
+                r.queue.submit([encoder.finish()])
+            else:
+                raw.run(lambda enc: passes.record(enc, sample),
+                        (self.query_set, self.stamps, self.resolve_buf) if sample else None)
         entry[1].update(subst)
         for name, fut in futures.items():
             tex, layout, meta = self.outputs[name]
@@ -181,6 +195,14 @@ class PixelReplay:
         publish_replayed_profile(worker, self.layers, self.last_times, t_run)
         for layer, _ in self.layers:
             yield layer
+
+    def _write_target(self, tex) -> tuple:
+        """The raw write descriptors of all of ``tex`` (made once per texture)."""
+        target = self._targets.get(id(tex))
+        if target is None or target[0] is not tex.texture:
+            target = self._targets[id(tex)] = self._raw_run.texture_target(
+                tex.texture, tex.width, tex.height)
+        return target
 
     def _sample_now(self) -> bool:
         """Whether this run writes and reads per-pass timestamps."""
