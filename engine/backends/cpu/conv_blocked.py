@@ -296,8 +296,8 @@ def _alone(N: int, values_in: int, macs: int, chunk_macs: int) -> bool:
 def alone_call(bp: BlockedPlan, bias, act, params, x_shape, M: int):
     """What ``run_alone`` needs for a layer whose input has shape ``x_shape`` (one image;
     2-D, or 1-D as one row) and that ``run`` would run on the calling thread in one call,
-    without a residual or pool: (output shape, input shape as 3-D, output shape as 3-D,
-    ``blocked_alone``'s arguments before and after the output); None for any other."""
+    without a residual or pool: (``blocked_alone``, output shape, input shape as 3-D,
+    output shape as 3-D, its arguments before and after the output); None for any other."""
     C = x_shape[1]
     H, W = (1, x_shape[2]) if len(x_shape) == 3 else x_shape[2:]
     oh, ow = bp.out_hw
@@ -306,17 +306,19 @@ def alone_call(bp: BlockedPlan, bias, act, params, x_shape, M: int):
                   CHUNK_MACS):
         return None
     out_shape = (1, M, ow) if len(x_shape) == 3 else (1, M, oh, ow)
-    return (out_shape, (C, H, W), (M, oh, ow), (bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp),
+    return (blocked_alone, out_shape, (C, H, W), (M, oh, ow),
+            (bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp),
             (oh, ow, bp.Wq, bp.rows, ntask, bias, act, params, _NONE, ACT_NONE, params, 1, 1))
 
 
 def run_alone(call, x: np.ndarray) -> np.ndarray:
-    """The layer's output for a C-contiguous ``x``, from ``alone_call``'s tuple: one Numba
-    call and no per-run arithmetic (a speech model's framing convolution: conv() 9.2 ->
-    6.4 us, of which the Numba call's dispatch is 1.1)."""
-    out_shape, in3, out3, before, after = call
+    """The layer's output for a C-contiguous ``x``, from ``alone_call``'s tuple (or one of
+    the same form for another kernel, ``conv_row.row_call``): one Numba call and no per-run
+    arithmetic (a speech model's framing convolution: conv() 9.2 -> 6.4 us, of which the
+    Numba call's dispatch is 1.1)."""
+    kernel, out_shape, in_shape, kernel_out_shape, before, after = call
     y = np.empty(out_shape, np.float32)
-    blocked_alone(x.reshape(in3), *before, y.reshape(out3), *after)
+    kernel(x.reshape(in_shape), *before, y.reshape(kernel_out_shape), *after)
     return y
 
 

@@ -11,6 +11,7 @@ from engine.backends.cpu import (
     conv_blocked,
     conv_direct,
     conv_dw16,
+    conv_row,
     conv_shift,
     conv_smallplane,
     threads,
@@ -155,7 +156,11 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
         plan.kind = "shift"
         plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
-    if plan.kind == "blocked":
+    if plan.kind == "blocked" and g.rank == 1 and conv_row.wanted(
+            group, M * C * K * g.out_shape[0], x.shape[0]):
+        plan.alone = conv_row.row_call(w, b, act[0], plan.params, g.strides, g.dilations,
+                                       g.pads_begin, g.pads_end, x.shape, g.out_shape[0])
+    elif plan.kind == "blocked":
         plan.alone = conv_blocked.alone_call(plan.blk, b, act[0], plan.params, x.shape, M)
     layer.__dict__["_cpu_conv_plan"] = plan
     return plan
