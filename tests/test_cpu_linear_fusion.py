@@ -1,4 +1,5 @@
-"""The CPU plan's linear-layer fusion (MatMul by a constant + bias [+ GELU | + residual]):
+"""The CPU plan's linear-layer fusion (MatMul by a constant + bias [+ GELU | + Sigmoid |
++ residual]):
 one step, results as onnxruntime's (unfused graph) on fresh random data, NaN and Inf where
 the layers put them, and the layers one by one where the fused kernel declines."""
 
@@ -12,8 +13,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine import ModelLoader, Worker
-from engine.backends.cpu import threads
-from engine.backends.cpu.linear_fused import EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH, linear
+from engine.backends.cpu import linear_fused, threads
+from engine.backends.cpu.linear_fused import (
+    EPI_BIAS,
+    EPI_GELU_ERF,
+    EPI_GELU_TANH,
+    EPI_SIGMOID,
+    linear,
+)
 from tests.test_nan_propagation import assert_ieee_equal, sprinkle
 
 F = TensorProto.FLOAT
@@ -49,6 +56,8 @@ def _model(tail: str, k: int, n: int, rng, bias_first=False, res_shape=None, dty
                   helper.make_node("Add", ["t", "one"], ["a"]),
                   helper.make_node("Mul", ["z", "a"], ["m"]),
                   helper.make_node("Mul", ["m", "half"], ["y"])]
+    elif tail == "sigmoid":
+        nodes.append(helper.make_node("Sigmoid", ["z"], ["y"]))
     elif tail == "res":
         nodes.append(helper.make_node("Add", ["r", "z"], ["y"]))
         inputs.append(helper.make_tensor_value_info("r", elem, list(res_shape or
@@ -85,8 +94,8 @@ def _run(proto, feeds, fused: bool):
     return results[0], want
 
 
-@pytest.mark.parametrize("tail", ["none", "erf", "erf_torch", "tanh", "res"])
-@pytest.mark.parametrize("k,n,s", [(37, 53, 11), (64, 300, 130)])
+@pytest.mark.parametrize("tail", ["none", "erf", "erf_torch", "tanh", "sigmoid", "res"])
+@pytest.mark.parametrize("k,n,s", [(37, 53, 11), (64, 300, 130), (32, 1, 16), (13, 7, 5)])
 def test_linear_chain_is_one_step(tail, k, n, s, rng):
     feeds = {"x": rng.normal(size=(2, s, k)).astype(np.float32)}
     if tail == "res":
@@ -95,7 +104,7 @@ def test_linear_chain_is_one_step(tail, k, n, s, rng):
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
 
-@pytest.mark.parametrize("tail", ["none", "erf", "tanh", "res"])
+@pytest.mark.parametrize("tail", ["none", "erf", "tanh", "sigmoid", "res"])
 def test_linear_nan_and_inf_go_where_the_layers_put_them(tail, rng):
     feeds = {"x": sprinkle(rng.normal(size=(2, 9, 16)).astype(np.float32), rng, 0.02)}
     if tail == "res":
@@ -110,6 +119,23 @@ def test_residual_that_broadcasts_runs_the_layers_one_by_one(rng):
              "r": rng.normal(size=(1, 7, 20)).astype(np.float32)}
     got, want = _run(_model("res", 12, 20, rng, res_shape=[1, "s", 20]), feeds, True)
     np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("tail", ["none", "sigmoid", "res"])
+@pytest.mark.parametrize("n", [1, 5, 15])
+def test_narrow_product_in_one_call_matches_float64(tail, n, rng):
+    """Products with few output columns (``linear_small``: a probability head) against
+    float64, K not a multiple of the four partial sums."""
+    m, k = 19, 37
+    assert n < linear_fused.SMALL_COLUMNS and m * k * n <= linear_fused.SMALL_MACS
+    x = rng.normal(size=(m, k)).astype(np.float32)
+    w = (rng.normal(size=(k, n)) / math.sqrt(k)).astype(np.float32)
+    b = rng.normal(size=(n,)).astype(np.float32)
+    res = rng.normal(size=(m, n)).astype(np.float32) if tail == "res" else None
+    got = linear(x, w, b, EPI_SIGMOID if tail == "sigmoid" else EPI_BIAS, res)
+    z = x.astype(np.float64) @ w + b
+    z = 1 / (1 + np.exp(-z)) if tail == "sigmoid" else z if res is None else z + res
+    np.testing.assert_allclose(got, z, rtol=1e-5, atol=1e-6)
 
 
 def test_float64_is_not_fused_and_matches(rng):

@@ -1,14 +1,14 @@
 """The epilogue of a linear layer's product (``linear_fused``, ``gemm_packed``): bias, then
-GELU (Erf or tanh form) or a residual, on a block of the output."""
+GELU (Erf or tanh form), Sigmoid or a residual, on a block of the output."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.fastmath import erf_f32, tanh_f32
+from engine.backends.cpu.fastmath import erf_f32, sigmoid_f32, tanh_f32
 
-EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH, EPI_NONE = 0, 1, 2, 3
+EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH, EPI_NONE, EPI_SIGMOID = 0, 1, 2, 3, 4
 _F32 = np.dtype(np.float32)
 _HALF, _ONE = np.float32(0.5), np.float32(1.0)
 _SQRT_HALF = np.float32(0.7071067811865476)
@@ -34,6 +34,9 @@ def linear_epilogue(y, bias, act, res, has_res, r0, r1, c0, c1):
             for c in range(c1 - c0):
                 v = row[c] + b[c]
                 row[c] = _HALF * v * (_ONE + tanh_f32(_TANH_K * (v + _TANH_C * v * v * v)))
+        elif act == EPI_SIGMOID:
+            for c in range(c1 - c0):
+                row[c] = sigmoid_f32(row[c] + b[c])
         elif has_res:
             rr = res[r, c0:c1]
             for c in range(c1 - c0):

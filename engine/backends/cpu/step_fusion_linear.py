@@ -1,7 +1,7 @@
 """Linear layers the CPU plan fuses (called by ``step_fusion.fuse_steps`` for a MatMul that
 is not the start of an attention chain):
 
-MatMul(x, W) -> Add(bias) [-> GELU (Erf or tanh form) | -> Add(residual)]
+MatMul(x, W) -> Add(bias) [-> GELU (Erf or tanh form) | -> Sigmoid | -> Add(residual)]
 
 with W a constant float32 [K, N] and bias a constant [N] (either Add operand order), run by
 ``linear_fused.linear``. Same matcher contract as ``step_fusion_nlp``.
@@ -16,6 +16,7 @@ from engine.backends.cpu.linear_fused import (
     EPI_BIAS,
     EPI_GELU_ERF,
     EPI_GELU_TANH,
+    EPI_SIGMOID,
     linear,
 )
 from engine.backends.cpu.step_fusion_nlp import _Chain, match_gelu, match_gelu_tanh
@@ -50,9 +51,13 @@ def match_linear(i, steps, t, only_users, constants):
     w, bias = np.ascontiguousarray(w), carr(bias)
     parts, out, act, res = [add[0]], steps[add[0]][3], EPI_BIAS, None
     gelu = _gelu_after(steps, out, only_users, constants)
+    sigmoid = _sigmoid_after(steps, out, only_users)
     if gelu is not None:
         act, more, out = gelu
         parts += more
+    elif sigmoid is not None:  # a detector's or a speech model's probability head
+        act, out = EPI_SIGMOID, steps[sigmoid][3]
+        parts.append(sigmoid)
     else:
         nxt = chain.next(out, "Add")
         if nxt is not None and nxt[2] and nxt[2][0] not in constants:
@@ -64,6 +69,16 @@ def match_linear(i, steps, t, only_users, constants):
 
     fused_linear.wants = (x, res) if res is not None else (x,)
     return fused_linear, parts, out
+
+
+def _sigmoid_after(steps, y, only_users) -> int | None:
+    """The step of a Sigmoid that is the only reader of ``y``, else None."""
+    users = only_users(y, 1)
+    if users is None:
+        return None
+    st = steps[users[0]]
+    ok = st[0].op_type == "Sigmoid" and st[3] is not None and tuple(st[2]) == (y,)
+    return users[0] if ok else None
 
 
 def _gelu_after(steps, y, only_users, constants):

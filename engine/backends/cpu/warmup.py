@@ -81,12 +81,16 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
 
 
 def _blocked(kc, x, r) -> None:
-    """The register-blocked kernel (float32 only) with its plain and residual epilogues."""
+    """The register-blocked kernel (float32 only) with its plain and residual epilogues,
+    and the small 1-D one."""
     if x.dtype != np.float32:
         return
     kc.Conv(_layer("Conv", pads=[1, 1, 1, 1], activation="Relu"), [x, r(4, 4, 3, 3), r(4)])
     kc.conv(_layer("Conv", pads=[1, 1, 1, 1]), [x, r(4, 4, 3, 3), r(4)], res=r(1, 4, 6, 6),
             post=(1, 0.0, 0.0))
+    # a small 1-D convolution of one image (``conv_row``)
+    kc.Conv(_layer("Conv", pads=[1, 1], kernel_shape=[3], activation="Relu"),
+            [r(1, 4, 8), r(4, 4, 3), r(4)])
 
 
 def _pools(kp, x) -> None:
@@ -129,9 +133,11 @@ def _transformer(r) -> None:
     x, w, b = r(3, 4), r(4, 5), r(5)
     if x.dtype != np.float32:
         return
-    for act in (lf.EPI_BIAS, lf.EPI_GELU_ERF, lf.EPI_GELU_TANH):
-        lf.linear(x, w, b, act)
-    lf.linear(x, w, b, lf.EPI_BIAS, r(3, 5))
+    # few columns run in one call (``linear_small``), more through sgemm and the epilogue
+    for weight, bias in ((w, b), (r(4, 16), r(16))):
+        for act in (lf.EPI_BIAS, lf.EPI_GELU_ERF, lf.EPI_GELU_TANH, lf.EPI_SIGMOID):
+            lf.linear(x, weight, bias, act)
+        lf.linear(x, weight, bias, lf.EPI_BIAS, r(3, weight.shape[1]))
     q, k, v = r(1, 2, 3, 4), r(1, 2, 4, 5), r(1, 2, 5, 4)
     ka.attention(q, k, v, 0.5)
     ka.attention(q, k, v, 0.5, r(1, 1, 1, 5), ka.MASK_ADD)
