@@ -45,10 +45,14 @@ def _feeds(seq, batch, inputs, hidden, dirs, states, rng):
     (7, 3, 10, 5, "reverse", True),
     (9, 2, 12, 20, "bidirectional", True),
     (5, 1, 3, 1, "forward", False),
+    (40, 2, 64, 64, "reverse", True),  # one direction over lstm_kernels.SMALL_MACS
 ])
 def test_fast_lstm_matches_onnxruntime(tmp_path, seq, batch, inputs, hidden, direction,
                                        states, monkeypatch):
     monkeypatch.setattr(rnn_fast, "SPLIT_MACS", 0)  # every bidirectional case on two threads
+    dirs = 2 if direction == "bidirectional" else 1
+    small = dirs == 1 and (seq + 2) * batch * inputs * 4 * hidden <= rnn_fast.SMALL_MACS
+    assert small == (dirs == 1 and seq != 40)  # both one-direction paths are tested
     rng = np.random.default_rng(seq * 1000 + hidden)
     model, dirs = _lstm_model(seq, batch, inputs, hidden, direction, states, rng)
     path = tmp_path / "lstm.onnx"

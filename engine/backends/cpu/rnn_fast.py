@@ -9,11 +9,13 @@ objects, model constants, stay the same). ``kernels_rnn`` keeps the general floa
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from engine.backends.cpu import gemm_packed, threads
-from engine.backends.cpu.fastmath import sigmoid_f32, tanh_f32
-from engine.backends.cpu.simd import aligned, vadd, vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.lstm_kernels import BLOCK, SMALL_MACS, lstm_recurrence, lstm_small
+from engine.backends.cpu.simd import aligned
+
+#: the initial state when the layer has none (``lstm_kernels.lstm_small`` zeros it)
+_NO_STATE = np.zeros((0, 1), np.float32)
 
 
 def lstm_fast_ok(layer, inputs) -> bool:
@@ -36,21 +38,19 @@ def call_key(inputs) -> tuple:
     the key of an accepted call skips both checks (~8 us alone, ~20 inside a model run)."""
     x, h0 = inputs[0], inputs[5] if len(inputs) > 5 else None
     c0 = inputs[6] if len(inputs) > 6 else None
-    rest = tuple(a is None for a in inputs[3:])
+    rest = [a is None for a in inputs[3:]]  # compared, never hashed
     return (x.shape, x.dtype, id(inputs[1]), id(inputs[2]), id(inputs[3])
             if len(inputs) > 3 else 0, None if h0 is None else (h0.shape, h0.dtype),
             None if c0 is None else (c0.shape, c0.dtype), rest)
 
 
-#: gate values per register block of the recurrence (4 vectors of 16)
-BLOCK = 64
 #: fewest multiply-adds of one direction's recurrence for the two directions of a
 #: bidirectional layer to run on two threads (the helper starts 10-20 us late)
 SPLIT_MACS = 400_000
 
 
 class _Weights:
-    __slots__ = ("w", "r", "b", "wt", "rp", "bias")
+    __slots__ = ("w", "r", "b", "wt", "rp", "bias", "wp", "hidden", "reverse")
 
 
 def _weights(layer, w, r, b, hidden: int) -> _Weights:
@@ -61,7 +61,8 @@ def _weights(layer, w, r, b, hidden: int) -> _Weights:
     if known is not None and known.w is w and known.r is r and known.b is b:
         return known
     k = _Weights()
-    k.w, k.r, k.b = w, r, b
+    k.w, k.r, k.b, k.hidden = w, r, b, hidden
+    k.reverse = layer.attr("direction", "forward") == "reverse"
     n_dir, g4 = w.shape[0], 4 * hidden
     G = -(-g4 // BLOCK) * BLOCK
     wt = np.zeros((n_dir, w.shape[2], G), np.float32)
@@ -71,64 +72,13 @@ def _weights(layer, w, r, b, hidden: int) -> _Weights:
     rt[:, :, :g4] = np.transpose(r, (0, 2, 1))
     k.rp = aligned(rt.reshape(n_dir, hidden, G // BLOCK, BLOCK).transpose(0, 2, 1, 3)
                    .reshape(n_dir, -1))
+    k.wp = aligned(wt.reshape(n_dir, w.shape[2], G // BLOCK, BLOCK).transpose(0, 2, 1, 3)
+                   .reshape(n_dir, -1))
     k.bias = np.zeros((n_dir, G), np.float32)
     if b is not None:
         k.bias[:, :g4] = b[:, :g4] + b[:, g4:]
     layer.__dict__["_cpu_lstm"] = k
     return k
-
-
-@njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
-def lstm_recurrence(xw, rp, h, c, y, reverse):
-    """xw: (seq, batch, G) input projections with both biases; rp: packed recurrent weights
-    (``_weights``); h, c: (batch, h) initial state, updated in place; y: (seq, batch, h)
-    outputs. Gate order i, o, f, c.
-
-    ``h @ R^T`` runs block by block of 64 gate values held in registers (``simd``), two
-    sets of accumulators for even and odd hidden units so the adds do not wait on each
-    other: a step of a 48-unit layer went from 0.8 to ~0.3 us. Not a BLAS call: streaming
-    models run a few rows per step, where a GEMM call per step costs more than its
-    arithmetic."""
-    seq, G = xw.shape[0], xw.shape[2]
-    H = h.shape[1]
-    acc = np.empty(G, np.float32)
-    for s in range(seq):
-        t = seq - 1 - s if reverse else s
-        for n in range(h.shape[0]):
-            xn, hn, cn, yn = xw[t, n], h[n], c[n], y[t, n]
-            for o in range(0, G, BLOCK):
-                a0, a1, a2, a3 = vload(xn, o), vload(xn, o + 16), vload(xn, o + 32), \
-                    vload(xn, o + 48)
-                b0 = b1 = b2 = b3 = vzero()
-                q = o * H
-                k = 0
-                while k + 1 < H:
-                    v = vbcast(hn, k)
-                    a0, a1 = vfma(v, vload(rp, q), a0), vfma(v, vload(rp, q + 16), a1)
-                    a2, a3 = vfma(v, vload(rp, q + 32), a2), vfma(v, vload(rp, q + 48), a3)
-                    v = vbcast(hn, k + 1)
-                    b0, b1 = vfma(v, vload(rp, q + 64), b0), vfma(v, vload(rp, q + 80), b1)
-                    b2, b3 = vfma(v, vload(rp, q + 96), b2), vfma(v, vload(rp, q + 112), b3)
-                    q += 2 * BLOCK
-                    k += 2
-                if k < H:
-                    v = vbcast(hn, k)
-                    a0, a1 = vfma(v, vload(rp, q), a0), vfma(v, vload(rp, q + 16), a1)
-                    a2, a3 = vfma(v, vload(rp, q + 32), a2), vfma(v, vload(rp, q + 48), a3)
-                vstore(acc, o, vadd(a0, b0))
-                vstore(acc, o + 16, vadd(a1, b1))
-                vstore(acc, o + 32, vadd(a2, b2))
-                vstore(acc, o + 48, vadd(a3, b3))
-            for j in range(H):
-                i = sigmoid_f32(acc[j])
-                o = sigmoid_f32(acc[H + j])
-                f = sigmoid_f32(acc[2 * H + j])
-                cc = tanh_f32(acc[3 * H + j])
-                cv = f * cn[j] + i * cc
-                cn[j] = cv
-                hv = o * tanh_f32(cv)
-                hn[j] = hv
-                yn[j] = hv
 
 
 def _projection(x2: np.ndarray, k: _Weights, d: int) -> np.ndarray:
@@ -147,21 +97,29 @@ def lstm_fast(layer, inputs):
     """LSTM outputs (Y, Y_h, Y_c) for inputs ``lstm_fast_ok`` accepted."""
     x, w, r = inputs[0], inputs[1], inputs[2]
     b = inputs[3] if len(inputs) > 3 else None
-    n_dir = w.shape[0]
-    hidden = int(layer.attr("hidden_size") or r.shape[-1])
-    k = _weights(layer, w, r, b, hidden)
+    k = layer.__dict__.get("_cpu_lstm")
+    if k is None or k.w is not w or k.r is not r or k.b is not b:
+        k = _weights(layer, w, r, b, int(layer.attr("hidden_size") or r.shape[-1]))
+    n_dir, hidden = w.shape[0], k.hidden
     seq, batch = x.shape[:2]
     h0 = inputs[5] if len(inputs) > 5 else None
     c0 = inputs[6] if len(inputs) > 6 else None
+    G = k.bias.shape[1]
+    if n_dir == 1 and seq * batch * x.shape[2] * G <= SMALL_MACS:
+        y = np.empty((seq, 1, batch, hidden), np.float32)
+        yh = np.empty((1, batch, hidden), np.float32)
+        yc = np.empty((1, batch, hidden), np.float32)
+        lstm_small(np.ascontiguousarray(x), k.wp[0], k.bias[0], k.rp[0],
+                   _NO_STATE if h0 is None else h0[0], _NO_STATE if c0 is None else c0[0],
+                   y.reshape(seq, batch, hidden), yh[0], yc[0], k.reverse)
+        return y, yh, yc
     y = np.empty((seq, n_dir, batch, hidden), np.float32)
     yh = np.zeros((n_dir, batch, hidden), np.float32) if h0 is None else h0.copy()
     yc = np.zeros((n_dir, batch, hidden), np.float32) if c0 is None else c0.copy()
     x2 = np.ascontiguousarray(x).reshape(seq * batch, -1)
-    G = k.bias.shape[1]
     if n_dir == 1:
         xw = _projection(x2, k, 0).reshape(seq, batch, G)
-        lstm_recurrence(xw, k.rp[0], yh[0], yc[0], y.reshape(seq, batch, hidden),
-                        layer.attr("direction", "forward") == "reverse")
+        lstm_recurrence(xw, k.rp[0], yh[0], yc[0], y.reshape(seq, batch, hidden), k.reverse)
         return y, yh, yc
     yd = np.empty((n_dir, seq, batch, hidden), np.float32)
 
