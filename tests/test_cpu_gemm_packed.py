@@ -184,3 +184,27 @@ def test_products_below_the_size_floor_stay_unpacked(monkeypatch):
         x = rng.standard_normal((rows, 32)).astype(np.float32)
         np.testing.assert_allclose(linear(x, w, b), x @ w, rtol=2e-5, atol=1e-4)
         assert ((id(w), False) in gemm_packed._packed) == packs
+
+
+@pytest.mark.parametrize("m", [1, 3, 13])
+@pytest.mark.parametrize("packed", [True, False])
+def test_gemm_repeated_calls_with_rows_past_whole_tiles(m, packed, monkeypatch):
+    """A classifier head's Gemm (one row, or rows past a multiple of 8: ``_row``) called
+    again with the same weights takes the kept path (``_gemm_again``), packed or not."""
+    from engine.backends.cpu import kernels_gemm
+    from engine.model import Layer
+
+    if not packed:
+        monkeypatch.setattr(gemm_packed, "MIN_MACS", 1 << 40)
+    rng = np.random.default_rng(m)
+    w = rng.standard_normal((70, 45)).astype(np.float32)
+    c = rng.standard_normal(70).astype(np.float32)
+    layer = Layer("g", "Gemm", ["a", "w", "c"], ["y"],
+                  dict(transB=1, alpha=1.0, beta=1.0, activation="Relu"), opset=13)
+    for _ in range(4):
+        a = rng.standard_normal((m, 45)).astype(np.float32)
+        got = kernels_gemm.Gemm(layer, [a, w, c])
+        want = np.maximum(a.astype(np.float64) @ w.T.astype(np.float64) + c, 0)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+    kept = layer.__dict__["_cpu_gemm"]
+    assert kept[0] is w and kept[2] is packed

@@ -11,7 +11,7 @@ kernel 170). The weights are packed at first use as [N/32][K][32] (zero columns 
 tile is 8 rows x 32 columns (16 zmm accumulators, ``simd``); per k, two loads of ``w``, eight
 broadcasts of ``x`` and sixteen fused multiply-adds. Rows go 64 at a time against every
 panel (those rows of ``x`` stay in cache); the threads split the panels of a few rows or
-the row blocks of many. Rows beyond a multiple of 8 go through an 8-row scratch tile.
+the row blocks of many. Rows beyond a multiple of 8 go one at a time (``_row``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from numba import njit
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.linear_epilogue import EPI_BIAS, linear_epilogue
-from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.simd import aligned, vadd, vbcast, vfma, vload, vstore, vzero
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: columns per packed panel (two 16-float vectors)
@@ -150,19 +150,38 @@ def _tile(a, r0, K, bp, boff, c, o, ldc):
 
 
 @njit(**_OPTS)
+def _row(a, r0, K, bp, boff, c, o):
+    """c[o:][:32] = a[r0:][:K] @ panel: one row, even and odd k in two accumulator pairs
+    (a row past the last whole tile: through the 8-row tile it cost 8 rows' work, and a
+    classifier's single row is all of its product)."""
+    a0 = a1 = b0 = b1 = vzero()
+    k = 0
+    while k + 1 < K:
+        q = boff + k * NR
+        v = vbcast(a, r0 + k)
+        a0, a1 = vfma(v, vload(bp, q), a0), vfma(v, vload(bp, q + 16), a1)
+        v = vbcast(a, r0 + k + 1)
+        b0, b1 = vfma(v, vload(bp, q + NR), b0), vfma(v, vload(bp, q + NR + 16), b1)
+        k += 2
+    if k < K:
+        q = boff + k * NR
+        v = vbcast(a, r0 + k)
+        a0, a1 = vfma(v, vload(bp, q), a0), vfma(v, vload(bp, q + 16), a1)
+    vstore(c, o, vadd(a0, b0))
+    vstore(c, o + 16, vadd(a1, b1))
+
+
+@njit(**_OPTS)
 def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
     """Rows ``m_lo:m_hi`` (whole tiles but the matrix's last) of column panels ``j0:j1`` of
     y (M, N) = epilogue(a (M*K,) @ w), w packed in ``bp``; ROWS rows at a time, so those
     rows of ``a`` stay in cache while the panels stream past them."""
     N = y.shape[1]
     yf = y.reshape(-1)
-    scratch_a = np.zeros(MR * K, np.float32)
     scratch_c = np.empty(MR * NR, np.float32)
     for r0 in range(m_lo, m_hi, ROWS):
         r1 = min(m_hi, r0 + ROWS)
         full = r1 - (r1 - r0) % MR
-        if full < r1:
-            scratch_a[:(r1 - full) * K] = a[full * K:r1 * K]
         for j in range(j0, j1):
             n0 = j * NR
             boff = j * K * NR
@@ -175,11 +194,13 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
                     for i in range(MR):
                         for q in range(N - n0):
                             y[m0 + i, n0 + q] = scratch_c[i * NR + q]
-            if full < r1:
-                _tile(scratch_a, 0, K, bp, boff, scratch_c, 0, NR)
-                for i in range(r1 - full):
-                    for q in range(min(NR, N - n0)):
-                        y[full + i, n0 + q] = scratch_c[i * NR + q]
+            for i in range(full, r1):
+                if whole:
+                    _row(a, i * K, K, bp, boff, yf, i * N + n0)
+                else:
+                    _row(a, i * K, K, bp, boff, scratch_c, 0)
+                    for q in range(N - n0):
+                        y[i, n0 + q] = scratch_c[q]
             linear_epilogue(y, bias, act, res, has_res, r0, r1, n0, min(N, n0 + NR))
 
 
