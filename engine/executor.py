@@ -73,7 +73,11 @@ class _Job:
 
 class _Engine:
     def __init__(self):
-        self.cond = threading.Condition()
+        # the Condition's own (re-entrant) lock, entered directly on the hot paths: ``with
+        # self.cond`` runs Condition.__enter__/__exit__ in Python (three pairs a run of a
+        # small model)
+        self.mutex = threading.RLock()
+        self.cond = threading.Condition(self.mutex)
         self.queue: deque[_Job] = deque()
         self.busy = False
         self.stopping = False
@@ -81,7 +85,7 @@ class _Engine:
         self.thread.start()
 
     def submit(self, job: _Job) -> Future:
-        with self.cond:
+        with self.mutex:
             if self.stopping:
                 raise RuntimeError("the engine thread has stopped (the program is exiting)")
             self.queue.append(job)
@@ -91,12 +95,12 @@ class _Engine:
 
     def announce(self) -> None:
         """Wake the engine thread for queued jobs: someone waits for them without helping."""
-        with self.cond:
+        with self.mutex:
             if self.queue:
                 self.cond.notify_all()
 
     def _take(self, block: bool, stealing: bool) -> _Job | None:
-        with self.cond:
+        with self.mutex:
             while block and not self.stopping:
                 if self.busy or not self.queue:
                     self.cond.wait(IDLE_POLL_S)
@@ -113,7 +117,7 @@ class _Engine:
             return self.queue.popleft()
 
     def _done(self) -> None:
-        with self.cond:
+        with self.mutex:
             self.busy = False
             self.cond.notify_all()
 
@@ -135,7 +139,7 @@ class _Engine:
         while not future.done():
             taken = False
             try:
-                with self.cond:
+                with self.mutex:
                     if self.busy or not self.queue or not self.queue[0].stealable:
                         return
                     job = self.queue.popleft()
@@ -148,12 +152,12 @@ class _Engine:
                 if taken:
                     _local.engine = was
                     self.busy = False
-                    with self.cond:
+                    with self.mutex:
                         if self.queue:  # (an empty queue has nothing to wake the engine for)
                             self.cond.notify_all()
 
     def stop(self) -> None:
-        with self.cond:
+        with self.mutex:
             self.stopping = True
             self.cond.notify_all()
 

@@ -17,7 +17,7 @@ from engine.light_future import LightFuture
 from engine.ops.base import Meta
 
 
-@dataclass
+@dataclass(slots=True)
 class Stored:
     """Where a tensor's data lives once scheduled: a backend's handle and its metadata."""
 

@@ -21,7 +21,7 @@ from engine.errors import KernelError
 from engine.model import Layer
 
 
-@dataclass
+@dataclass(slots=True)
 class Meta:
     """What the scheduler knows of a tensor: concrete shape, dtype and, if on the CPU, its value."""
 

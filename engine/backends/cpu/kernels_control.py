@@ -65,7 +65,10 @@ def _branch_steps(layer: Layer, cond: bool):
 @cpu_kernel("If")
 def If(layer: Layer, inputs):
     (cond,), outer = _split(layer, inputs)
-    which = bool(_scalar(cond, "the condition", layer))
+    if type(cond) is np.ndarray and cond.size == 1:
+        which = bool(cond.reshape(-1)[0])
+    else:
+        which = bool(_scalar(cond, "the condition", layer))
     steps = _branch_steps(layer, which)
     if steps is None:
         return tuple(run_graph(taken_branch(layer, which)[1], {}, outer))
