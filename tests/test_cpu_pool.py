@@ -211,3 +211,38 @@ def test_a_finished_gated_job_keeps_no_arrays_alive(many_threads):
     time.sleep(0.01)  # a helper drops its reference right after it returns from the job
     assert (seen == 1).all()
     assert ref() is None
+
+
+_TRACED_RUNS = """
+import sys, time, tracemalloc
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from engine.backends.cpu import threads
+threads.set_threads(2)
+x = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+out = np.empty((256, 256), np.float32)
+end = time.perf_counter() + float(sys.argv[2])
+n = 0
+while time.perf_counter() < end:
+    threads.matmul(x, x, out)  # split: the helper ends its job in finish_and_wait
+    tracemalloc.start()
+    threads.matmul(x, x, out)
+    tracemalloc.stop()  # while the helper is on its way back to waiting
+    n += 1
+print(n)
+"""
+
+
+def test_tracing_started_and_stopped_beside_idle_helpers(tmp_path):
+    """A helper going idle allocated (without the GIL) through Python's raw allocator; with
+    tracemalloc stopped at that moment on the main thread (as ``bench``'s peak memory
+    does) the process crashed. Runs in a child process: a crash fails the test."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run([sys.executable, "-c", _TRACED_RUNS, root, "4"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 100

@@ -63,10 +63,10 @@ class WorkerPool:
 
     def _serve(self, slot: int) -> None:
         seen, back = 0, False
-        gate = self._gate
+        gate, timeout = self._gate, spin.new_timeout()
         while True:
             job = spin.finish_and_wait(self._done, slot, seen, self._word, self._polls,
-                                       self._settle, gate, back, self._sleepers)
+                                       self._settle, gate, back, self._sleepers, timeout)
             back = False
             if job < 0:
                 seen = -1 - job

@@ -226,8 +226,13 @@ def post(word, sleepers):
     return number
 
 
+def new_timeout() -> np.ndarray:
+    """The futex wait bound ``finish_and_wait`` takes: [seconds, nanoseconds]."""
+    return np.array([0, _SLEEP_NS], np.int64)
+
+
 @numba.njit(nogil=True, cache=True)
-def finish_and_wait(done, slot, finished, word, polls, settle, gate, back, sleepers):
+def finish_and_wait(done, slot, finished, word, polls, settle, gate, back, sleepers, timeout):
     """Publish ``finished`` (the number of the last job this helper ran) in ``done[slot]``,
     and with ``back`` count the helper back from a gated job it took; then wait for a new
     job in ``word[0]`` and return its number. The wait polls ``polls`` times, then sleeps
@@ -237,14 +242,15 @@ def finish_and_wait(done, slot, finished, word, polls, settle, gate, back, sleep
     then is put to sleep and woken late: for a plain job this polls ``settle`` more times
     first; a gated one it takes (``take``) once a thread has entered the kernel (and so let
     go of the GIL), or passes over here, without going back to Python, when nothing is
-    left to claim."""
+    left to claim. ``timeout`` ([s, ns], ``new_timeout``) bounds each futex wait; it comes
+    from the caller because nothing here may allocate: without the GIL an allocation goes
+    through Python's raw allocator, and while ``tracemalloc`` traced, this one crashed the
+    process when the main thread stopped tracing at the same moment."""
     _store_at(done, slot, finished)
     if back:
         _fetch_add(gate, GATE_OUT, -1)
     seen = finished
     left = polls
-    timeout = np.empty(2, np.int64)
-    timeout[0], timeout[1] = 0, _SLEEP_NS
     while True:
         job = _load_at(word, 0)
         if job == seen:
