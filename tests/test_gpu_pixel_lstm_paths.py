@@ -6,13 +6,11 @@ hidden size that is not a multiple of 4). Each case checks
 which path its sizes take, so a change of the bound cannot silently test one path twice."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
-from onnx.reference import ReferenceEvaluator
 
 from engine import BackendType, ModelLoader, Worker
 from engine.backends.gpu_pixel.kernels_rnn_seq import seq_targets
-from tests.test_gpu_pixel_rnn import _model
+from tests.test_gpu_pixel_rnn import _model, lstm_feeds_and_reference
 
 CASES = [  # seq, batch, inp, hid, direction, layout, outputs, states, bias, one pass
     (16, 1, 32, 32, "forward", 0, ("y", "y_h", "y_c"), ("h0", "c0"), True, True),
@@ -32,21 +30,8 @@ def test_lstm_paths_match_reference(seq, batch, inp, hid, direction, layout, out
                                     bias, one_pass, require_gpu, rng):
     dirs = 2 if direction == "bidirectional" else 1
     proto = _model(seq, batch, inp, hid, dirs, layout, outputs, states, bias, direction)
-    feeds = {"x": rng.normal(size=(batch, seq, inp) if layout else (seq, batch, inp)),
-             "w": rng.normal(0, 0.4, size=(dirs, 4 * hid, inp)),
-             "r": rng.normal(0, 0.4, size=(dirs, 4 * hid, hid))}
-    if bias:
-        feeds["b"] = rng.normal(0, 0.3, size=(dirs, 8 * hid))
-    for name in states:
-        feeds[name] = rng.normal(size=(batch, dirs, hid) if layout else (dirs, batch, hid))
-    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
-    if layout:
-        want = ReferenceEvaluator(proto).run(None, feeds)
-    else:
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        want = ort.InferenceSession(proto.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"]).run(None, feeds)
+    feeds, want = lstm_feeds_and_reference(proto, seq, batch, inp, hid, dirs, layout, states,
+                                           bias, rng, 0.4)
     model = ModelLoader.load(proto.SerializeToString())
     with Worker(model, "gpu-pixel") as worker:
         assert (seq_targets(worker._backend, seq, hid) is not None) == one_pass

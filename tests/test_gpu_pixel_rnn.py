@@ -14,6 +14,32 @@ from engine import BackendType, ModelLoader, Worker, families
 F = TensorProto.FLOAT
 
 
+def reference_outputs(proto, feeds: dict, layout: int) -> list:
+    """The model's outputs from onnxruntime, or from the ONNX reference evaluator for
+    batch-first (layout 1) recurrent layers, which onnxruntime does not run."""
+    if layout:
+        return ReferenceEvaluator(proto).run(None, feeds)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ort.InferenceSession(proto.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def lstm_feeds_and_reference(proto, seq, batch, inp, hid, dirs, layout, states, bias, rng,
+                             scale):
+    """Fresh float32 inputs for ``_model``'s LSTM (weights ~ N(0, scale)) and the
+    reference outputs for them."""
+    feeds = {"x": rng.normal(size=(batch, seq, inp) if layout else (seq, batch, inp)),
+             "w": rng.normal(0, scale, size=(dirs, 4 * hid, inp)),
+             "r": rng.normal(0, scale, size=(dirs, 4 * hid, hid))}
+    if bias:
+        feeds["b"] = rng.normal(0, 0.3, size=(dirs, 8 * hid))
+    for name in states:
+        feeds[name] = rng.normal(size=(batch, dirs, hid) if layout else (dirs, batch, hid))
+    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
+    return feeds, reference_outputs(proto, feeds, layout)
+
+
 def _model(seq, batch, inp, hid, dirs, layout, outputs, states, bias, direction):
     x_shape = [batch, seq, inp] if layout else [seq, batch, inp]
     st = [batch, dirs, hid] if layout else [dirs, batch, hid]
@@ -52,21 +78,8 @@ def test_lstm_matches_reference(seq, batch, inp, hid, direction, layout, outputs
                                 require_gpu, rng):
     dirs = 2 if direction == "bidirectional" else 1
     proto = _model(seq, batch, inp, hid, dirs, layout, outputs, states, bias, direction)
-    feeds = {"x": rng.normal(size=(batch, seq, inp) if layout else (seq, batch, inp)),
-             "w": rng.normal(0, 0.5, size=(dirs, 4 * hid, inp)),
-             "r": rng.normal(0, 0.5, size=(dirs, 4 * hid, hid))}
-    if bias:
-        feeds["b"] = rng.normal(0, 0.3, size=(dirs, 8 * hid))
-    for name in states:
-        feeds[name] = rng.normal(size=(batch, dirs, hid) if layout else (dirs, batch, hid))
-    feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
-    if layout:
-        want = ReferenceEvaluator(proto).run(None, feeds)
-    else:
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        want = ort.InferenceSession(proto.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"]).run(None, feeds)
+    feeds, want = lstm_feeds_and_reference(proto, seq, batch, inp, hid, dirs, layout, states,
+                                           bias, rng, 0.5)
     model = ModelLoader.load(proto.SerializeToString())
     with Worker(model, "gpu-pixel") as worker:
         worker.schedule(feeds)

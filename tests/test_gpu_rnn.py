@@ -2,12 +2,11 @@
 directions, layouts, initial states, omitted outputs."""
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from engine import BackendType, ModelLoader, Worker
+from tests.test_gpu_pixel_rnn import reference_outputs
 
 
 def _lstm_model(seq, batch, inp, hid, dirs, layout, outputs, with_states, reverse=False):
@@ -71,13 +70,7 @@ def _check(seq, batch, inp, hid, dirs, layout, outputs, with_states, reverse, rn
         st = (batch, dirs, hid) if layout else (dirs, batch, hid)
         feeds["h0"], feeds["c0"] = rng.normal(size=st), rng.normal(size=st)
     feeds = {k: v.astype(np.float32) for k, v in feeds.items()}
-    if layout:  # onnxruntime has no batch-first LSTM: the ONNX reference evaluator does
-        want = ReferenceEvaluator(proto).run(None, feeds)
-    else:
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        want = ort.InferenceSession(proto.SerializeToString(), so,
-                                    providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = reference_outputs(proto, feeds, layout)  # (batch-first: the ONNX evaluator)
     model = ModelLoader.load(proto.SerializeToString())
     with Worker(model, "gpu-compute") as worker:
         worker.schedule(feeds)

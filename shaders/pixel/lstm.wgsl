@@ -97,17 +97,9 @@ fn op_Step(p: vec2<u32>) -> vec4<f32> {
 }
 
 fn y_elem(e: array<u32, 6>) -> f32 {
-    // Y is [seq, dirs, batch, H], batch-first [batch, seq, dirs, H]
-    var t = e[2];
-    var d = e[3];
-    var b = e[4];
-    if (batch_first()) {
-        b = e[2];
-        t = e[3];
-        d = e[4];
-    }
-    let s = time_of(d, t);
-    return ld(T0, e[5], (s * dirs_n() + d) * batch_n() + b).x;
+    let c = y_coords(e);  // (t, d, b)
+    let s = time_of(c.y, c.x);
+    return ld(T0, e[5], (s * dirs_n() + c.y) * batch_n() + c.z).x;
 }
 
 fn final_elem(e: array<u32, 6>) -> f32 {

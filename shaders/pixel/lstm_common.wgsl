@@ -18,3 +18,11 @@ fn state_elem(d: u32, b: u32, j: u32) -> array<u32, 6> {
     }
     return array<u32, 6>(0u, 0u, 0u, d, b, j);
 }
+
+// (t, d, b) of element e of Y: [seq, dirs, batch, H], batch-first [batch, seq, dirs, H]
+fn y_coords(e: array<u32, 6>) -> vec3<u32> {
+    if (batch_first()) {
+        return vec3<u32>(e[3], e[4], e[2]);
+    }
+    return vec3<u32>(e[2], e[3], e[4]);
+}

@@ -35,15 +35,8 @@ fn hist(j: u32, x: u32, y: u32) -> f32 {
 }
 
 fn y_elem(e: array<u32, 6>) -> f32 {
-    var t = e[2];
-    var d = e[3];
-    var b = e[4];
-    if (batch_first()) {
-        b = e[2];
-        t = e[3];
-        d = e[4];
-    }
-    return hist(e[5], time_of(d, t), d * batch_n() + b);
+    let c = y_coords(e);  // (t, d, b)
+    return hist(e[5], time_of(c.y, c.x), c.y * batch_n() + c.z);
 }
 
 // column seq - 1 holds the last h, column seq the last c

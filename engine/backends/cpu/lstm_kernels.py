@@ -85,21 +85,8 @@ def lstm_recurrence(xw, rp, h, c, y, reverse):
                 a0, a1, a2, a3 = vload(xn, o), vload(xn, o + 16), vload(xn, o + 32), \
                     vload(xn, o + 48)
                 b0 = b1 = b2 = b3 = vzero()
-                q = o * H
-                k = 0
-                while k + 1 < H:
-                    v = vbcast(hn, k)
-                    a0, a1 = vfma(v, vload(rp, q), a0), vfma(v, vload(rp, q + 16), a1)
-                    a2, a3 = vfma(v, vload(rp, q + 32), a2), vfma(v, vload(rp, q + 48), a3)
-                    v = vbcast(hn, k + 1)
-                    b0, b1 = vfma(v, vload(rp, q + 64), b0), vfma(v, vload(rp, q + 80), b1)
-                    b2, b3 = vfma(v, vload(rp, q + 96), b2), vfma(v, vload(rp, q + 112), b3)
-                    q += 2 * BLOCK
-                    k += 2
-                if k < H:
-                    v = vbcast(hn, k)
-                    a0, a1 = vfma(v, vload(rp, q), a0), vfma(v, vload(rp, q + 16), a1)
-                    a2, a3 = vfma(v, vload(rp, q + 32), a2), vfma(v, vload(rp, q + 48), a3)
+                a0, a1, a2, a3, b0, b1, b2, b3 = _add_rows(a0, a1, a2, a3, b0, b1, b2, b3,
+                                                           hn, rp, o * H)
                 vstore(acc, o, vadd(a0, b0))
                 vstore(acc, o + 16, vadd(a1, b1))
                 vstore(acc, o + 32, vadd(a2, b2))
