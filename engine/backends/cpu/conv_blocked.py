@@ -36,8 +36,12 @@ R = 8
 #: positions per task, about (whole output rows are rounded up)
 TASK_VALUES = 384
 #: fewest multiply-adds per parallel chunk: below twice this a layer runs on the calling
-#: thread (handing work over costs 30-50 us, the time of ~5M multiply-adds here)
-CHUNK_MACS = 4_000_000
+#: thread. With the gated pool a split costs ~8 us; on the 2-core AMD EPYC the issue
+#: measures on, 2M (layers from 4M split, MobileNetV3's 3-channel stem among them) against
+#: 4M, alternated in one process: crnn -5.0%, inception_v2 -3.8%, mobilenetv3 -3.4%, yolo
+#: -2.6%, resnet50 -1.3%, convnext -0.7%, shufflenet and densenet +0.4%, squeezenet +2.0%
+#: (1M on the earlier Intel machine: mobilenetv3 +4 to +5%)
+CHUNK_MACS = 2_000_000
 #: floats read past the last plane by a tile's last vectors (junk positions)
 TAIL = 64
 #: a layer with fewer input values than this fills its planes on the calling thread
