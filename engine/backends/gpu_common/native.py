@@ -27,8 +27,10 @@ _FUNCTIONS = ("wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderBeginComputeP
               "wgpuQueueWriteTexture")
 
 
-def _native():
-    """(ffi, lib, error-capturing lib) of wgpu-py's wgpu-native backend, or None."""
+def load_native(functions, constants=(), structs=()):
+    """(ffi, lib, error-capturing lib) of wgpu-py's wgpu-native backend when it is the
+    version checked here (``RAW_VERSIONS``) and has every function, constant and struct
+    named; else None (callers then use the public API)."""
     try:
         import wgpu
         from wgpu.backends.wgpu_native._api import libf
@@ -37,18 +39,27 @@ def _native():
         return None
     if getattr(wgpu, "__version__", None) not in RAW_VERSIONS:
         return None
-    if not all(hasattr(lib, n) and hasattr(libf, n) for n in _FUNCTIONS) or \
-            not hasattr(lib, "WGPUTextureAspect_All"):
+    if not all(hasattr(lib, n) for n in (*functions, *constants)):
         return None
     try:
-        for struct in ("WGPUCommandEncoderDescriptor *", "WGPUCommandBufferDescriptor *",
-                       "WGPUComputePassDescriptor *", "WGPUCommandBuffer[]",
-                       "WGPUTexelCopyTextureInfo *", "WGPUTexelCopyBufferLayout *",
-                       "WGPUExtent3D *"):
+        for struct in structs:
             ffi.new(struct, 1) if struct.endswith("[]") else ffi.new(struct)
     except Exception:  # noqa: BLE001 - the structs changed: use the public API
         return None
     return ffi, lib, libf
+
+
+def _native():
+    """``load_native`` for this module's calls, finish and submit also through the
+    error-capturing lib."""
+    found = load_native(_FUNCTIONS, ("WGPUTextureAspect_All",),
+                        ("WGPUCommandEncoderDescriptor *", "WGPUCommandBufferDescriptor *",
+                         "WGPUComputePassDescriptor *", "WGPUCommandBuffer[]",
+                         "WGPUTexelCopyTextureInfo *", "WGPUTexelCopyBufferLayout *",
+                         "WGPUExtent3D *"))
+    if found is None or not all(hasattr(found[2], n) for n in _FUNCTIONS):
+        return None
+    return found
 
 
 NATIVE = _native()

@@ -6,17 +6,18 @@ object whose methods each go through an error-capturing proxy: ~80 µs a pass on
 machine. A replayed plan draws the same passes every run, so ``PassList`` builds each pass's
 ``WGPURenderPassDescriptor`` once and records a pass with five direct wgpu-native calls.
 
-This is the only module that touches wgpu-py's internals (its cffi ``ffi`` and ``lib``). It
-does so only for the wgpu version it was written against (``RAW_VERSIONS``) and when every
-function and constant it needs is there; otherwise, or with ``raw=False``, ``PassList``
-records the same passes through the public API with pre-built arguments. Errors of raw calls
+Like ``gpu_common.native`` (whose ``load_native`` it uses), it touches wgpu-py's internals
+(its cffi ``ffi`` and ``lib``) only for the wgpu version they were checked against
+(``RAW_VERSIONS``) and when every function, constant and struct it needs is there;
+otherwise, or with ``raw=False``, ``PassList`` records the same passes through the public
+API with pre-built arguments. Errors of raw calls
 are not captured per call: they surface at ``finish``/``submit`` (as compute replays do).
 """
 
 from __future__ import annotations
 
-#: wgpu-py versions whose descriptor structs and entry points this module was checked against
-RAW_VERSIONS = ("0.32.0",)
+from engine.backends.gpu_common.native import RAW_VERSIONS, load_native  # noqa: F401
+
 _FUNCTIONS = ("wgpuCommandEncoderBeginRenderPass", "wgpuCommandEncoderCopyTextureToTexture",
               "wgpuRenderPassEncoderSetPipeline",
               "wgpuRenderPassEncoderSetBindGroup", "wgpuRenderPassEncoderDraw",
@@ -28,24 +29,11 @@ _CONSTANTS = ("WGPULoadOp_Clear", "WGPULoadOp_Load", "WGPUStoreOp_Store",
 
 def _native():
     """(ffi, lib) of wgpu-py's wgpu-native backend, or None when raw calls are not safe."""
-    try:
-        import wgpu
-        from wgpu.backends.wgpu_native._ffi import ffi, lib
-    except Exception:  # noqa: BLE001 - another backend or layout: use the public API
-        return None
-    if getattr(wgpu, "__version__", None) not in RAW_VERSIONS:
-        return None
-    if not all(hasattr(lib, n) for n in _FUNCTIONS + _CONSTANTS):
-        return None
-    try:
-        ffi.new("WGPURenderPassDescriptor *")
-        ffi.new("WGPUPassTimestampWrites *")
-        ffi.new("WGPURenderPassColorAttachment[]", 1)
-        ffi.new("WGPUTexelCopyTextureInfo *")
-        ffi.new("WGPUExtent3D *")
-    except Exception:  # noqa: BLE001 - the structs changed: use the public API
-        return None
-    return ffi, lib
+    found = load_native(_FUNCTIONS, _CONSTANTS,
+                        ("WGPURenderPassDescriptor *", "WGPUPassTimestampWrites *",
+                         "WGPURenderPassColorAttachment[]", "WGPUTexelCopyTextureInfo *",
+                         "WGPUExtent3D *"))
+    return None if found is None else found[:2]
 
 
 NATIVE = _native()
