@@ -3,6 +3,8 @@ epilogue for Gemm's bias and fused activation."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import ml_dtypes
 import numpy as np
 
@@ -39,20 +41,34 @@ def _widen(*arrays):
     return [a.astype(np.float32) if a is not None and a.dtype in _HALF else a for a in arrays]
 
 
-def _gemm_again(a: np.ndarray, kept: tuple) -> np.ndarray:
+class _KeptGemm(NamedTuple):
+    """What a float32 Gemm call decided, kept on the layer for calls with the same weight
+    and bias objects (``_gemm_again``)."""
+
+    weight: np.ndarray  # the layer's input B, as passed
+    c: np.ndarray | None  # its input C, as passed
+    packed: bool  # through gemm_packed (else sgemm)
+    w: np.ndarray  # B for sgemm (transposed view with transB), or B itself when packed
+    bias: np.ndarray | None  # C as a row bias, times beta
+    act: tuple
+    trans_b: bool
+    n: int
+
+
+def _gemm_again(a: np.ndarray, kept: _KeptGemm) -> np.ndarray:
     """A Gemm call repeating the kept one's weights and bias (``Gemm``): the product, the
     row bias and the activation without the attribute and operand checks (a classifier
     head's Gemm spent more in them than in its product)."""
-    _, _, packed, w, bias, act, trans_b, n = kept
-    y = np.empty((a.shape[0], n), np.float32)
-    if packed:
-        gemm_packed.matmul_packed(np.ascontiguousarray(a), w, y, bias, trans=trans_b)
+    y = np.empty((a.shape[0], kept.n), np.float32)
+    if kept.packed:
+        gemm_packed.matmul_packed(np.ascontiguousarray(a), kept.w, y, kept.bias,
+                                  trans=kept.trans_b)
     else:
-        threads.matmul(a, w, y)
-        if bias is not None:
-            y += bias
-    if act[0] != ACT_NONE:
-        epilogue(y.reshape(1, -1), None, act)
+        threads.matmul(a, kept.w, y)
+        if kept.bias is not None:
+            y += kept.bias
+    if kept.act[0] != ACT_NONE:
+        epilogue(y.reshape(1, -1), None, kept.act)
     return y
 
 
@@ -61,8 +77,8 @@ def Gemm(layer, inputs):
     a, b = inputs[0], inputs[1]
     c = inputs[2] if len(inputs) > 2 else None
     kept = layer.__dict__.get("_cpu_gemm")
-    if kept is not None and kept[0] is b and kept[1] is c and a.dtype == _F32 \
-            and a.ndim == 2 and a.shape[1] == (b.shape[1] if kept[6] else b.shape[0]):
+    if kept is not None and kept.weight is b and kept.c is c and a.dtype == _F32 \
+            and a.ndim == 2 and a.shape[1] == (b.shape[1] if kept.trans_b else b.shape[0]):
         return _gemm_again(a, kept)
     _float(layer, a, b)
     if a.dtype in _HALF:
@@ -87,14 +103,15 @@ def Gemm(layer, inputs):
         if act[0] != ACT_NONE:
             epilogue(y.reshape(1, -1), None, act)
         if not layer.attr("transA", 0):
-            layer.__dict__["_cpu_gemm"] = (inputs[1], c, True, inputs[1], bias, act, trans_b, n)
+            layer.__dict__["_cpu_gemm"] = _KeptGemm(inputs[1], c, True, inputs[1], bias, act,
+                                                    trans_b, n)
         return y
     if alpha == 1.0 and bias is not False and a.dtype == _F32 and b.dtype == _F32 \
             and not layer.attr("transA", 0) and not gemm_packed.packable(inputs[1], trans_b, m):
         # kept for the next call (unless the next may pack the weight): the same weight and
         # bias objects skip the checks
-        layer.__dict__["_cpu_gemm"] = (inputs[1], c, False, b, bias, activation_of(layer),
-                                       trans_b, n)
+        layer.__dict__["_cpu_gemm"] = _KeptGemm(inputs[1], c, False, b, bias,
+                                                activation_of(layer), trans_b, n)
     y = np.empty((m, n), np.result_type(a.dtype, b.dtype))
     threads.matmul(a, b, y)
     if alpha != 1.0:

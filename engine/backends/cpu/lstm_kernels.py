@@ -47,6 +47,23 @@ def _add_rows(a0, a1, a2, a3, b0, b1, b2, b3, v, p, q):
     return a0, a1, a2, a3, b0, b1, b2, b3
 
 
+@njit(inline="always", nogil=True, cache=True)
+def _block(acc, o, start, x, wp, h, rp):
+    """acc[o:o + 64] = start[o:o + 64] + x @ W^T + h @ R^T for one register block of gate
+    values, W and R packed as [G / BLOCK][units][BLOCK] (x may be empty)."""
+    a0, a1, a2, a3 = vload(start, o), vload(start, o + 16), vload(start, o + 32), \
+        vload(start, o + 48)
+    b0 = b1 = b2 = b3 = vzero()
+    a0, a1, a2, a3, b0, b1, b2, b3 = _add_rows(a0, a1, a2, a3, b0, b1, b2, b3, x, wp,
+                                               o * x.shape[0])
+    a0, a1, a2, a3, b0, b1, b2, b3 = _add_rows(a0, a1, a2, a3, b0, b1, b2, b3, h, rp,
+                                               o * h.shape[0])
+    vstore(acc, o, vadd(a0, b0))
+    vstore(acc, o + 16, vadd(a1, b1))
+    vstore(acc, o + 32, vadd(a2, b2))
+    vstore(acc, o + 48, vadd(a3, b3))
+
+
 @njit(inline="always", nogil=True, cache=True, fastmath={"contract", "arcp", "afn"})
 def _gates(acc, cn, hn, yn, H):
     """The step's cell and hidden state from its gate pre-activations ``acc`` (i, o, f, c);
@@ -77,20 +94,13 @@ def lstm_recurrence(xw, rp, h, c, y, reverse):
     seq, G = xw.shape[0], xw.shape[2]
     H = h.shape[1]
     acc = np.empty(G, np.float32)
+    no_input = np.empty(0, np.float32)  # the projections are in xw already
     for s in range(seq):
         t = seq - 1 - s if reverse else s
         for n in range(h.shape[0]):
             xn, hn, cn, yn = xw[t, n], h[n], c[n], y[t, n]
             for o in range(0, G, BLOCK):
-                a0, a1, a2, a3 = vload(xn, o), vload(xn, o + 16), vload(xn, o + 32), \
-                    vload(xn, o + 48)
-                b0 = b1 = b2 = b3 = vzero()
-                a0, a1, a2, a3, b0, b1, b2, b3 = _add_rows(a0, a1, a2, a3, b0, b1, b2, b3,
-                                                           hn, rp, o * H)
-                vstore(acc, o, vadd(a0, b0))
-                vstore(acc, o + 16, vadd(a1, b1))
-                vstore(acc, o + 32, vadd(a2, b2))
-                vstore(acc, o + 48, vadd(a3, b3))
+                _block(acc, o, xn, no_input, rp, hn, rp)
             _gates(acc, cn, hn, yn, H)
 
 
@@ -100,7 +110,7 @@ def lstm_small(x, wp, bias, rp, h0, c0, y, h, c, reverse):
     [G / BLOCK][units][BLOCK] (``rnn_fast._weights``); bias (G,) both biases summed; h0, c0
     (batch, hidden) initial state, or empty arrays for zeros; y (seq, batch, hidden) and the
     final state h, c (batch, hidden) are written. Gate order i, o, f, c."""
-    seq, batch, inp = x.shape
+    seq, batch = x.shape[:2]
     H, G = h.shape[1], bias.shape[0]
     for n in range(batch):
         for j in range(H):
@@ -112,15 +122,5 @@ def lstm_small(x, wp, bias, rp, h0, c0, y, h, c, reverse):
         for n in range(batch):
             xn, hn, cn, yn = x[t, n], h[n], c[n], y[t, n]
             for o in range(0, G, BLOCK):
-                a0, a1, a2, a3 = vload(bias, o), vload(bias, o + 16), vload(bias, o + 32), \
-                    vload(bias, o + 48)
-                b0 = b1 = b2 = b3 = vzero()
-                a0, a1, a2, a3, b0, b1, b2, b3 = _add_rows(a0, a1, a2, a3, b0, b1, b2, b3,
-                                                           xn, wp, o * inp)
-                a0, a1, a2, a3, b0, b1, b2, b3 = _add_rows(a0, a1, a2, a3, b0, b1, b2, b3,
-                                                           hn, rp, o * H)
-                vstore(acc, o, vadd(a0, b0))
-                vstore(acc, o + 16, vadd(a1, b1))
-                vstore(acc, o + 32, vadd(a2, b2))
-                vstore(acc, o + 48, vadd(a3, b3))
+                _block(acc, o, bias, xn, wp, hn, rp)
             _gates(acc, cn, hn, yn, H)
