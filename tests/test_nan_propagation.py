@@ -152,6 +152,12 @@ CASES = {
                 lambda f: [maxpool_numpy(f["x0"], 3, 1, 1)]),
     "MaxPool-s2": ("MaxPool", [S4], {"kernel_shape": [2, 2], "strides": [2, 2]}, (), 17,
                    lambda f: [maxpool_numpy(f["x0"], 2, 2, 0)]),
+    # 3x3 / stride 2 (pool_max3s2): plain vector maxima, rows holding a NaN redone
+    "MaxPool-3s2": ("MaxPool", [(2, 5, 9, 11)], {"kernel_shape": [3, 3], "strides": [2, 2]},
+                    (), 17, lambda f: [maxpool_numpy(f["x0"], 3, 2, 0)]),
+    "MaxPool-3s2-pad": ("MaxPool", [S4], {"kernel_shape": [3, 3], "strides": [2, 2],
+                                          "pads": [1, 1, 1, 1]}, (), 17,
+                        lambda f: [maxpool_numpy(f["x0"], 3, 2, 1)]),
     "MaxPool-1d": ("MaxPool", [(2, 5, 11)], {"kernel_shape": [3], "strides": [2]}, (), 17,
                    lambda f: [sliding_window_view(f["x0"], 3, axis=2)[:, :, ::2].max(-1)]),
     "MaxPool-3d": ("MaxPool", [(1, 3, 4, 5, 6)], {"kernel_shape": [2, 2, 2]}, (), 17,
