@@ -18,6 +18,7 @@ from numba import njit
 
 from engine.backends.cpu.pool_max3s2 import _at
 from engine.backends.cpu.pool_same import FAST
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
@@ -91,3 +92,17 @@ def _edge(ev, od, op, y, q, pw, ew, W, rows, count_pad, zero):
         acc += _at(ev, od, c)
     cols = min(c0 + 3, W + ew) - c0 if count_pad else min(c0 + 3, W) - max(c0, 0)
     op[y, q] = acc / (rows * cols) if cols > 0 else (zero if count_pad else np.nan)
+
+
+@njit(nogil=True, cache=True)
+def avg3s2_claimed(gate, generation, polls, chunk, x, out, g, count_pad):
+    """``avg3s2`` as a gated kernel (``threads.parallel_tasks``) over all planes."""
+    open_gate(gate)
+    n = x.shape[0]
+    while True:
+        r0 = claim(gate, generation, chunk)
+        if r0 < 0:
+            break
+        avg3s2(x, out, g, count_pad, r0, min(n, r0 + chunk))
+    if polls > 0:
+        helpers_back(gate, polls)

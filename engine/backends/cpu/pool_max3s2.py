@@ -19,6 +19,7 @@ import numpy as np
 from numba import njit
 
 from engine.backends.cpu.pool_same import FAST, _mx
+from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -103,3 +104,17 @@ def max3s2(x, out, g, r0, r1):
                 for c in range(max(c0, 0), min(c0 + 3, W)):
                     m = _mx(m, _at(ev, od, c))
                 op[y, q] = m
+
+
+@njit(nogil=True, cache=True)
+def max3s2_claimed(gate, generation, polls, chunk, x, out, g):
+    """``max3s2`` as a gated kernel (``threads.parallel_tasks``) over all planes."""
+    open_gate(gate)
+    n = x.shape[0]
+    while True:
+        r0 = claim(gate, generation, chunk)
+        if r0 < 0:
+            break
+        max3s2(x, out, g, r0, min(n, r0 + chunk))
+    if polls > 0:
+        helpers_back(gate, polls)
