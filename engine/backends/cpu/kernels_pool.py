@@ -14,7 +14,7 @@ from engine.backends.cpu.activation import carr
 from engine.backends.cpu.pool_avg3s2 import avg3s2, avg3s2_claimed
 from engine.backends.cpu.pool_halve import pool_halve
 from engine.backends.cpu.pool_max3s2 import max3s2, max3s2_claimed
-from engine.backends.cpu.pool_same import pool_same
+from engine.backends.cpu.pool_same import pool_same, pool_same_claimed
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for, stream_grain
 from engine.errors import KernelError
@@ -232,8 +232,12 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         if sh == sw == dh == dw == 1 and kh == ph + eh + 1 and kw == pw + ew + 1 and \
                 x.dtype in (np.float32, np.float64):  # stride 1, output of the input's size
             gs = (kh, kw, ph, pw, eh, ew)
-            parallel_for(lambda lo, hi: pool_same(xs, os_, gs, mode == MAX, cp, lo, hi),
-                         N * C, grain=stream_grain(N * C, plane, SAME_SPLIT_ELEMENTS))
+            is_max = mode == MAX
+            threads.parallel_tasks(
+                lambda lo, hi: pool_same(xs, os_, gs, is_max, cp, lo, hi),
+                lambda gate, gen, polls, chunk: pool_same_claimed(gate, gen, polls, chunk, xs,
+                                                                  os_, gs, is_max, cp),
+                N * C, stream_grain(N * C, plane, SAME_SPLIT_ELEMENTS))
             return out
         if (kh, kw, sh, sw, dh, dw, ph, pw, eh, ew) == (2, 2, 2, 2, 1, 1, 0, 0, 0, 0) and \
                 xs.shape[1] % 2 == 0 and xs.shape[2] % 2 == 0 and \
