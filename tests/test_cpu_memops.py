@@ -191,3 +191,22 @@ def test_average_pool_3x3_stride2(rng, nthreads, shape, cp):
     for pads, ceil in (([1, 1, 1, 1], 0), ([0, 0, 0, 0], 0), ([1, 0, 0, 1], 0),
                        ([2, 2, 2, 2], 0), ([0, 1, 2, 0], 1), ([1, 1, 1, 1], 1)):
         _check_pool(rng, "AveragePool", shape, [3, 3], [2, 2], pads, cp=cp, ceil=ceil, nans=2)
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("shape", [(2, 70, 7, 7), (1, 5, 9), (1, 3, 2, 3, 4)])
+def test_whole_input_window_pools(rng, op, shape):
+    """A window over the whole input without pads (ResNet's closing 7x7 average pool) runs
+    as the global pool: against the float64 reference with NaNs, strides and ceil_mode."""
+    spatial = list(shape[2:])
+    for strides, ceil in (([1] * len(spatial), 0), ([2] * len(spatial), 1)):
+        x = rng.standard_normal(shape).astype(np.float32)
+        x.reshape(-1)[rng.integers(0, x.size, 3)] = np.nan
+        attrs = dict(kernel_shape=spatial, strides=strides, ceil_mode=ceil)
+        layer = Layer("p", op, ["x"], ["y"], attrs, opset=19)
+        got = (kp.MaxPool if op == "MaxPool" else kp.AveragePool)(layer, [x])
+        want = ref_pool(x, spatial, strides, [0] * 2 * len(spatial), [1] * len(spatial), ceil,
+                        "max" if op == "MaxPool" else "avg")
+        assert got.shape == want.shape == (*shape[:2], *[1] * len(spatial))
+        assert np.array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)

@@ -222,6 +222,13 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         layer.__dict__["_cpu_pool"] = known
     g, gt = known[1], known[2]
     N, C = x.shape[:2]
+    if mode in (MAX, AVG) and not want_idx and x.dtype.kind == "f" and \
+            tuple(g.kernel) == x.shape[2:] and not any(g.pads_begin) and \
+            not any(g.pads_end) and all(d == 1 for d in g.dilations):
+        # one window over the whole input (the 7x7 average pool closing ResNet, Inception,
+        # DenseNet): the global pool's flat loops, not the windowed kernel's (ResNet-50's
+        # 2048 planes: 110 -> 34 us)
+        return _global(layer, x, mode)
     out = np.empty((N, C, *g.out_shape), x.dtype)
     if g.rank == 2 and mode in (MAX, AVG) and not want_idx and x.dtype.kind == "f":
         xs, os_ = carr(x).reshape(N * C, *x.shape[2:]), out.reshape(
