@@ -20,7 +20,10 @@ from tests.test_cpu_kernels import close, ref_conv
 @pytest.fixture(autouse=True, params=["rows", "dw16"])
 def depthwise_kernel(request, monkeypatch):
     """The kernel multiplier-1 layers get, whatever their plane size."""
-    monkeypatch.setattr(conv_dw16, "MAX_POSITIONS", 0 if request.param == "rows" else 1 << 30)
+    if request.param == "rows":
+        monkeypatch.setattr(conv_dw16, "ENABLED", False)
+    else:
+        monkeypatch.setattr(conv_dw16, "MAX_POSITIONS", 1 << 30)
     return request.param
 
 
@@ -52,6 +55,9 @@ GEOMETRIES = [  # (C, H, W, kernel, strides, dilations, pads)
     (2, 3, 4, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),   # kernel larger than the input
     (33, 7, 7, (5, 5), (1, 1), (1, 1), (2, 2, 2, 2)),  # a partial 16-channel block
     (20, 19, 13, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
+    # whole 16-channel blocks on planes of several 16-pixel transposes and a remainder
+    (48, 30, 29, (7, 7), (1, 1), (1, 1), (3, 3, 3, 3)),
+    (32, 28, 28, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1)),
 ]
 
 
@@ -117,15 +123,19 @@ def test_depthwise_nan_inf(rng, s):
 
 
 def test_depthwise_rule(rng, monkeypatch):
-    """The 16-channel kernel takes multiplier-1 layers up to MAX_POSITIONS outputs."""
+    """The 16-channel kernel takes multiplier-1 layers with at most MAX_POSITIONS outputs,
+    5x5 and larger kernels, and strided ones with MIN_STRIDED_CHANNELS channels or more."""
     monkeypatch.undo()
-    for side, mult, kind in ((7, 1, "dw16"), (14, 1, "dw16"), (28, 1, "depthwise"),
-                             (7, 2, "depthwise")):
-        layer, x, wt, b = _case(rng, 24, side, side, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1),
+    for side, c, k, s, mult, kind in ((7, 24, 3, 1, 1, "dw16"), (14, 24, 3, 1, 1, "dw16"),
+                                      (28, 24, 3, 1, 1, "depthwise"), (28, 24, 5, 1, 1, "dw16"),
+                                      (40, 32, 3, 2, 1, "dw16"), (40, 24, 3, 2, 1, "depthwise"),
+                                      (7, 24, 3, 1, 2, "depthwise")):
+        p = k // 2
+        layer, x, wt, b = _case(rng, c, side, side, (k, k), (s, s), (1, 1), (p, p, p, p),
                                 mult)
         got = kc.Conv(layer, [x, wt, b])
-        assert layer._cpu_conv_plan.kind == kind
-        close(got, ref_conv(x, wt, b, [1, 1], [1, 1, 1, 1], [1, 1], 24))
+        assert layer._cpu_conv_plan.kind == kind, (side, c, k, s, mult)
+        close(got, ref_conv(x, wt, b, [s, s], [p, p, p, p], [1, 1], c))
 
 
 def test_depthwise_many_channels_split_over_threads(rng):

@@ -2,13 +2,16 @@
 
 ``conv_depthwise`` vectorises along a channel's output rows: on 7x7 to 28x28 planes its rows
 are too short for whole vectors and its per-channel set-up dominates (MobileNetV3's 5x5
-depthwise layers on 7x7 planes ran at 5-6 GFLOP/s). Here 16 channels are interleaved into
-one zero-bordered plane of 16-float pixels (``[Hp][Wp][16]``, padding included), so every
-tap of every output is one full-vector multiply-add: a tile of 8 outputs along a row keeps
-8 accumulators, and per tap loads one weight vector and 8 input vectors. Accumulators
-start at the bias. Each 16-channel block goes to a channel-major scratch, and one call per
-block applies the activation (and residual, and the activation after it) into the output.
-Only channel multiplier 1 (M == C).
+depthwise layers on 7x7 planes ran at 5-6 GFLOP/s), and strided layers first copy their
+input into stride-phase planes. Here 16 channels are interleaved into one zero-bordered
+plane of 16-float pixels (``[Hp][Wp][16]``, padding included), so every tap of every output
+is one full-vector multiply-add, at any stride: a tile of 8 outputs along a row keeps 8
+accumulators, and per tap loads one weight vector and 8 input vectors. Accumulators start
+at the bias. The layout changes both ways are 16 x 16 register transposes
+(``simd.vtranspose16``; one value at a time they were a third of the layer's time). Each
+16-channel block goes to a channel-major scratch, and one call per block applies the
+activation (and residual, and the activation after it) into the output. Only channel
+multiplier 1 (M == C).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from engine.backends.cpu.activation import act_plane
 from engine.backends.cpu.conv_blocked import add_residual_post
 from engine.backends.cpu.conv_blocked import pack as pack_blocks
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.simd import vfma, vload, vstore
+from engine.backends.cpu.simd import vfma, vload, vstore, vtranspose16
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 L = 16
@@ -29,17 +32,28 @@ L = 16
 TW = 8
 #: fewest multiply-adds per parallel chunk
 CHUNK_MACS = 1_000_000
-#: largest output plane (positions) that runs here: per layer A/B on MobileNetV3's shapes,
-#: 7x7 and 14x14 planes ran 1.2-1.4x faster than ``conv_depthwise``, 28x28 and 56x56 ones
-#: 1.5-2x slower (the interleaving and its inverse cost more than the short rows there)
+#: output planes up to this many positions run here whatever the kernel (7x7 to 14x14 planes
+#: ran 1.2-1.4x faster than ``conv_depthwise`` before the transposes, 2-3x since)
 MAX_POSITIONS = 196
+#: fewest channels for a strided 3x3 layer on a larger plane to run here
+MIN_STRIDED_CHANNELS = 32
 #: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
 ENABLED = True
 
 
-def wanted(C: int, M: int, out_shape) -> bool:
-    """Whether a depthwise Conv (M == C) runs here rather than in ``conv_depthwise``."""
-    return ENABLED and M == C and int(np.prod(out_shape)) <= MAX_POSITIONS
+def wanted(C: int, M: int, out_shape, kernel=(3, 3), strides=(1, 1)) -> bool:
+    """Whether a depthwise Conv (M == C) runs here rather than in ``conv_depthwise``.
+    Measured one thread against it on MobileNetV3's, ShuffleNet's and ConvNeXt's shapes:
+    small planes, 5x5 and 7x7 kernels run here (96 channels 5x5/2 on 28x28 70 -> 33 us,
+    192 channels 7x7 on 28x28 726 -> 264 us), and strided 3x3 ones with 32 channels or more
+    (64 channels on 56x56 71 -> 65 us, 240 on 28x28 120 -> 59 us); stride-1 3x3 layers on
+    larger planes stay (64 channels on 56x56: 104 against 135 us here), as do 16 channels
+    on 112x112 (51 against 73)."""
+    if not ENABLED or M != C:
+        return False
+    if int(np.prod(out_shape)) <= MAX_POSITIONS or int(np.prod(kernel)) >= 25:
+        return True
+    return max(strides) > 1 and C >= MIN_STRIDED_CHANNELS
 
 
 def pack(w: np.ndarray, bias) -> tuple[np.ndarray, np.ndarray]:
@@ -53,24 +67,33 @@ def pack(w: np.ndarray, bias) -> tuple[np.ndarray, np.ndarray]:
 
 
 @njit(**_OPTS)
-def _interleave(x, cb, xi, ph, pw, Wp):
+def _interleave(x, cb, xi, ph, pw, Wp, flat):
     """Channels ``cb * 16 ...`` of x (C, H, W) into the interior of xi ([Hp][Wp][16], its
-    border zero); channels past C stay zero."""
+    border zero); channels past C stay zero. A whole block goes through ``flat``
+    ([H * W][16] scratch) in 16 x 16 register transposes, then row by row into place."""
     C, H, W = x.shape
     n = min(L, C - cb * L)
     c0 = cb * L
+    HW = H * W
+    if n == L:
+        xf = x.reshape(-1)
+        whole = HW - HW % L
+        for p0 in range(0, whole, L):
+            vtranspose16(xf, c0 * HW + p0, HW, flat, p0 * L, L)
+        for p in range(whole, HW):
+            for l in range(L):
+                flat[p * L + l] = xf[(c0 + l) * HW + p]
+        for y in range(H):
+            d, f = ((y + ph) * Wp + pw) * L, y * W * L
+            for t in range(W):
+                vstore(xi, d + t * L, vload(flat, f + t * L))
+        return
     for y in range(H):
         row = xi[((y + ph) * Wp + pw) * L:]
-        if n == L:
-            for t in range(W):
-                px = row[t * L:t * L + L]
-                for l in range(L):
-                    px[l] = x[c0 + l, y, t]
-        else:
-            for t in range(W):
-                px = row[t * L:t * L + L]
-                for l in range(n):
-                    px[l] = x[c0 + l, y, t]
+        for t in range(W):
+            px = row[t * L:t * L + L]
+            for l in range(n):
+                px[l] = x[c0 + l, y, t]
 
 
 @njit(**_OPTS)
@@ -88,14 +111,15 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
     # a row's last tile reads up to TW - 1 outputs past the row: junk lanes, dropped
     xi = np.zeros((Hp * Wp + TW * sw + 1) * L, np.float32)
     sc = np.empty(L * P + TW * L, np.float32)
-    tmp = np.empty(TW * L, np.float32)
+    il = np.empty((P + TW) * L, np.float32)  # a block's outputs as [P][16]
+    flat = np.empty(H * W * L, np.float32)  # a block's input as [H * W][16]
     out2 = out.reshape(C, P)
     has_res = res.shape[0] > 0
     res2 = res.reshape(res.shape[0], -1)
     p0, p1 = params[0], params[1]
     q0, q1 = pparams[0], pparams[1]
     for cb in range(b0, b1):
-        _interleave(x, cb, xi, ph, pw, Wp)
+        _interleave(x, cb, xi, ph, pw, Wp, flat)
         bv = vload(bp, cb * L)
         wbase = cb * T * L
         for oy in range(oh):
@@ -115,18 +139,24 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
                         a5 = vfma(wv, vload(xi, q + 5 * s), a5)
                         a6 = vfma(wv, vload(xi, q + 6 * s), a6)
                         a7 = vfma(wv, vload(xi, q + 7 * s), a7)
-                vstore(tmp, 0, a0)
-                vstore(tmp, L, a1)
-                vstore(tmp, 2 * L, a2)
-                vstore(tmp, 3 * L, a3)
-                vstore(tmp, 4 * L, a4)
-                vstore(tmp, 5 * L, a5)
-                vstore(tmp, 6 * L, a6)
-                vstore(tmp, 7 * L, a7)
-                p = oy * ow + ox0
-                for u in range(min(TW, ow - ox0)):
-                    for l in range(L):
-                        sc[l * P + p + u] = tmp[u * L + l]
+                # outputs past the row's end land on the next row's first pixels, which
+                # its own tiles write afterwards (the last row's in the slack at the end)
+                q = (oy * ow + ox0) * L
+                vstore(il, q, a0)
+                vstore(il, q + L, a1)
+                vstore(il, q + 2 * L, a2)
+                vstore(il, q + 3 * L, a3)
+                vstore(il, q + 4 * L, a4)
+                vstore(il, q + 5 * L, a5)
+                vstore(il, q + 6 * L, a6)
+                vstore(il, q + 7 * L, a7)
+        # channel-major for the epilogue: 16 x 16 transposes, the last P % 16 one by one
+        whole = P - P % L
+        for q0 in range(0, whole, L):
+            vtranspose16(il, q0 * L, L, sc, q0, P)
+        for p in range(whole, P):
+            for l in range(L):
+                sc[l * P + p] = il[p * L + l]
         c0, n = cb * L, min(L, C - cb * L)
         dst = out2[c0:c0 + n]
         act_plane(sc, P, dst, p0 - p0, act, p0, p1)

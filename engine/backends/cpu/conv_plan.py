@@ -88,7 +88,8 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         plan.w3 = carr(w.reshape(M, *g.kernel))
         plan.b = b
         plan.grain = max(1, DW_CHUNK_MACS // max(1, P * plan.w3[0].size))
-        if x.dtype == np.float32 and conv_dw16.wanted(C, M, g.out_shape):
+        if x.dtype == np.float32 and conv_dw16.wanted(C, M, g.out_shape, g.kernel,
+                                                       g.strides):
             plan.kind = "dw16"
             plan.dw = conv_dw16.DW16Plan(plan.gd[:6] + tuple(g.pads_begin), w, bias)
         layer.__dict__["_cpu_conv_plan"] = plan

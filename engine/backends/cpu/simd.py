@@ -124,6 +124,59 @@ def vadd(typingctx, a, b):
     return f32x16(a, b), codegen
 
 
+def _transpose_masks() -> list[tuple[int, list[int], list[int]]]:
+    """Per stage k of a 16 x 16 transpose: (bit, mask of the new row i, mask of the new row
+    i | bit) for rows i without the bit. Stage k swaps bit k of an element's row and column
+    index where they differ, so after the four stages (r, c) holds what (c, r) held."""
+    out = []
+    for k in range(4):
+        b = 1 << k
+        lo = [c if not c & b else LANES + c - b for c in range(LANES)]
+        hi = [c + b if not c & b else LANES + c for c in range(LANES)]
+        out.append((b, lo, hi))
+    return out
+
+
+_MASKS = _transpose_masks()
+
+
+@intrinsic
+def vtranspose16(typingctx, src, s0, ss, dst, d0, ds):
+    """Transpose a 16 x 16 block: ``dst[d0 + u * ds + l] = src[s0 + l * ss + u]`` for l, u <
+    16 (row l of the source is 16 floats from ``s0 + l * ss``). Sixteen loads, 64 two-source
+    lane shuffles (``vpermt2ps``), sixteen stores; like the loads above, unchecked."""
+    ints = (s0, ss, d0, ds)
+    if not (_f32_vector(src) and _f32_vector(dst)
+            and all(isinstance(v, types.Integer) for v in ints)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        src_a, s0_v, ss_v, dst_a, d0_v, ds_v = args
+        rows = []
+        for r in range(LANES):
+            off = builder.add(s0_v, builder.mul(ss_v, ir.Constant(s0_v.type, r)))
+            p = _addr(context, builder, sig.args[0], src_a, off)
+            rows.append(builder.load(builder.bitcast(p, _VT.as_pointer()), align=4))
+        i32 = ir.IntType(32)
+        for b, lo, hi in _MASKS:
+            mlo = ir.Constant(ir.VectorType(i32, LANES), lo)
+            mhi = ir.Constant(ir.VectorType(i32, LANES), hi)
+            new = list(rows)
+            for i in range(LANES):
+                if i & b:
+                    continue
+                new[i] = builder.shuffle_vector(rows[i], rows[i | b], mlo)
+                new[i | b] = builder.shuffle_vector(rows[i], rows[i | b], mhi)
+            rows = new
+        for r in range(LANES):
+            off = builder.add(d0_v, builder.mul(ds_v, ir.Constant(d0_v.type, r)))
+            p = _addr(context, builder, sig.args[3], dst_a, off)
+            builder.store(rows[r], builder.bitcast(p, _VT.as_pointer()), align=4)
+        return context.get_dummy_value()
+
+    return types.none(src, s0, ss, dst, d0, ds), codegen
+
+
 #: bytes a vector load spans: an array starting on such a boundary never splits a load
 ALIGN_BYTES = 64
 
