@@ -1,4 +1,5 @@
-"""Depthwise 2-D convolution with 16 channels per vector, for small and medium planes.
+"""Depthwise 2-D convolution with 16 channels per vector (planes up to 28x28, large kernels,
+strided layers).
 
 ``conv_depthwise`` vectorises along a channel's output rows: on 7x7 to 28x28 planes its rows
 are too short for whole vectors and its per-channel set-up dominates (MobileNetV3's 5x5
@@ -7,11 +8,12 @@ input into stride-phase planes. Here 16 channels are interleaved into one zero-b
 plane of 16-float pixels (``[Hp][Wp][16]``, padding included), so every tap of every output
 is one full-vector multiply-add, at any stride: a tile of 8 outputs along a row keeps 8
 accumulators, and per tap loads one weight vector and 8 input vectors. Accumulators start
-at the bias. The layout changes both ways are 16 x 16 register transposes
-(``simd.vtranspose16``; one value at a time they were a third of the layer's time). Each
-16-channel block goes to a channel-major scratch, and one call per block applies the
-activation (and residual, and the activation after it) into the output. Only channel
-multiplier 1 (M == C).
+at the bias; with stride and dilation 1 the 8 input vectors slide along a row, one load a
+tap (8 a tap: 5x5 and 7x7 layers 1.2-1.4x slower). The layout changes both ways are
+16 x 16 register transposes (``simd.vtranspose16``; one value at a time they were a third
+of the layer's time). Each 16-channel block goes to a channel-major scratch, and one call
+per block applies the activation (and residual, and the activation after it) into the
+output. Only channel multiplier 1 (M == C).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ TW = 8
 #: fewest multiply-adds per parallel chunk
 CHUNK_MACS = 1_000_000
 #: output planes up to this many positions run here whatever the kernel (7x7 to 14x14 planes
-#: ran 1.2-1.4x faster than ``conv_depthwise`` before the transposes, 2-3x since)
-MAX_POSITIONS = 196
+#: ran 1.2-1.4x faster than ``conv_depthwise`` before the transposes, 2-3x since; 3x3 on
+#: 28x28 1.1-1.2x with the sliding inputs; on 56x56 the row kernel is 5% ahead)
+MAX_POSITIONS = 784
 #: fewest channels for a strided 3x3 layer on a larger plane to run here
 MIN_STRIDED_CHANNELS = 32
 #: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
@@ -44,11 +47,11 @@ ENABLED = True
 def wanted(C: int, M: int, out_shape, kernel=(3, 3), strides=(1, 1)) -> bool:
     """Whether a depthwise Conv (M == C) runs here rather than in ``conv_depthwise``.
     Measured one thread against it on MobileNetV3's, ShuffleNet's and ConvNeXt's shapes:
-    small planes, 5x5 and 7x7 kernels run here (96 channels 5x5/2 on 28x28 70 -> 33 us,
-    192 channels 7x7 on 28x28 726 -> 264 us), and strided 3x3 ones with 32 channels or more
-    (64 channels on 56x56 71 -> 65 us, 240 on 28x28 120 -> 59 us); stride-1 3x3 layers on
-    larger planes stay (64 channels on 56x56: 104 against 135 us here), as do 16 channels
-    on 112x112 (51 against 73)."""
+    planes up to 28x28, 5x5 and 7x7 kernels run here (96 channels 5x5/2 on 28x28 70 -> 33
+    us, 192 channels 7x7 on 28x28 726 -> 196 us, 240 channels 3x3 on 28x28 127 -> 104 us),
+    and strided 3x3 ones with 32 channels or more (64 channels on 56x56 71 -> 65 us);
+    stride-1 3x3 layers on larger planes stay (64 channels on 56x56: 104 against 110 us
+    here), as do 16 channels 3x3/2 on 112x112 (62 against 89)."""
     if not ENABLED or M != C:
         return False
     if int(np.prod(out_shape)) <= MAX_POSITIONS or int(np.prod(kernel)) >= 25:
@@ -118,6 +121,7 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
     res2 = res.reshape(res.shape[0], -1)
     p0, p1 = params[0], params[1]
     q0, q1 = pparams[0], pparams[1]
+    unit = sw == 1 and dw == 1
     for cb in range(b0, b1):
         _interleave(x, cb, xi, ph, pw, Wp, flat)
         bv = vload(bp, cb * L)
@@ -127,6 +131,26 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
                 a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = bv
                 for i in range(kh):
                     rbase = ((oy * sh + i * dh) * Wp + ox0 * sw) * L
+                    if unit:
+                        # stride and dilation 1: tap j + 1 of output u is tap j of output
+                        # u + 1, so the 8 input vectors slide by one (one load a tap, not 8)
+                        x0, x1, x2, x3 = vload(xi, rbase), vload(xi, rbase + L), \
+                            vload(xi, rbase + 2 * L), vload(xi, rbase + 3 * L)
+                        x4, x5, x6, x7 = vload(xi, rbase + 4 * L), vload(xi, rbase + 5 * L), \
+                            vload(xi, rbase + 6 * L), vload(xi, rbase + 7 * L)
+                        for j in range(kw):
+                            wv = vload(wp, wbase + (i * kw + j) * L)
+                            a0 = vfma(wv, x0, a0)
+                            a1 = vfma(wv, x1, a1)
+                            a2 = vfma(wv, x2, a2)
+                            a3 = vfma(wv, x3, a3)
+                            a4 = vfma(wv, x4, a4)
+                            a5 = vfma(wv, x5, a5)
+                            a6 = vfma(wv, x6, a6)
+                            a7 = vfma(wv, x7, a7)
+                            x0, x1, x2, x3, x4, x5, x6 = x1, x2, x3, x4, x5, x6, x7
+                            x7 = vload(xi, rbase + (8 + j) * L)
+                        continue
                     for j in range(kw):
                         wv = vload(wp, wbase + (i * kw + j) * L)
                         q = rbase + j * dw * L
