@@ -95,16 +95,18 @@ def pool_same(x, out, g, is_max, count_pad, r0, r1):
     NC, H, W = x.shape
     HW = H * W
     B = max(1, 8192 // HW)
-    # the reciprocals for a whole block of planes, so the scaling is one flat pass
-    inv = np.empty(B * HW, x.dtype)
-    for y in range(H):
-        cy = kh if count_pad else min(y + eh, H - 1) - max(y - ph, 0) + 1
-        for q in range(W):
-            cx = kw if count_pad else min(q + ew, W - 1) - max(q - pw, 0) + 1
-            inv[y * W + q] = 1.0 / (cy * cx)
-    for p in range(1, B):
-        for j in range(HW):
-            inv[p * HW + j] = inv[j]
+    # averages: the reciprocals for a whole block of planes, so the scaling is one flat pass
+    # (max pools need none)
+    inv = np.empty(0 if is_max else B * HW, x.dtype)
+    if not is_max:
+        for y in range(H):
+            cy = kh if count_pad else min(y + eh, H - 1) - max(y - ph, 0) + 1
+            for q in range(W):
+                cx = kw if count_pad else min(q + ew, W - 1) - max(q - pw, 0) + 1
+                inv[y * W + q] = 1.0 / (cy * cx)
+        for p in range(1, B):
+            for j in range(HW):
+                inv[p * HW + j] = inv[j]
     v = np.empty(B * HW, x.dtype)
     for b0 in range(r0, r1, B):
         _block(x, out, v, g, inv, is_max, b0, min(b0 + B, r1))
