@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from engine.backends import BackendType
+from engine.backends.cpu import threads
 from engine.backends.cpu.interpreter import call_kernel, kernel_failure
 from engine.errors import EngineError, KernelError, UnsupportedOpError
 from engine.model import Layer
@@ -44,8 +45,10 @@ class Slot:
 
 
 def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
-               keep: set[str]) -> Iterator[Layer]:
+               keep: set[str], tuner=None, key=None) -> Iterator[Layer]:
     """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures).
+    ``tuner``: the worker's ``ThreadTuner``, which chooses the layers that run on one thread
+    for inputs of ``key`` (their dtypes and shapes; None: no tuning for this run).
 
     The loop body is what every layer pays: look up the inputs, call the kernel, store the
     outputs, drop dead tensors, take two clock readings. Profile records are built after the
@@ -59,45 +62,59 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
     values.update(worker._constants)
     marks: list[float] = []
     mark, clock = marks.append, time.perf_counter
+    # per step, whether it runs on one thread (``thread_tuning``; None: all split)
+    if key is None:
+        tuner = None
+    alone = None if tuner is None else tuner.modes(key, len(steps))
+    serial = False
     t_run = clock()
     cpu.begin_run()
-    for k, (layer, fn, in_names, single, out_names, gone, absorbed, parts) in enumerate(steps):
-        args = [values[n] if n else None for n in in_names]
-        t0 = clock()
-        if fn is None:  # no kernel: run_layer raises the user-facing error
-            cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
-        if memo_kinds[k]:
-            result = _memo_step(memo, k, memo_kinds[k], fn, layer, args,
-                                worker._const_values)
-        else:
-            try:
-                result = fn(layer, args)
-            except (KernelError, UnsupportedOpError):
-                raise
-            except Exception as exc:
-                raise kernel_failure(layer, exc) from exc
-        if parts is not None and result is None:  # the fused kernel declined these inputs
-            for part in parts:
-                _run_step(cpu, part, values)
-        elif single is not None:
-            if type(result) is tuple:
-                if not result:
-                    raise KernelError(f"layer {layer.name!r} ({layer.op_type}) made no output")
-                result = result[0]
-            values[single] = result
-        else:
-            outs = result if type(result) is tuple else (result,)
-            for i, name in out_names:
-                values[name] = outs[i] if i < len(outs) else None
-        mark(t0)
-        mark(clock())
-        if keep:
-            gone = [n for n in gone if n not in keep]
-        for n in gone:
-            values.pop(n, None)
-        yield layer
-        if absorbed:
-            yield from absorbed
+    try:
+        for k, (layer, fn, in_names, single, out_names, gone, absorbed, parts) in enumerate(steps):
+            if alone is not None and alone[k] is not serial:
+                serial = alone[k]
+                threads.set_serial(serial)
+            args = [values[n] if n else None for n in in_names]
+            t0 = clock()
+            if fn is None:  # no kernel: run_layer raises the user-facing error
+                cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
+            if memo_kinds[k]:
+                result = _memo_step(memo, k, memo_kinds[k], fn, layer, args,
+                                    worker._const_values)
+            else:
+                try:
+                    result = fn(layer, args)
+                except (KernelError, UnsupportedOpError):
+                    raise
+                except Exception as exc:
+                    raise kernel_failure(layer, exc) from exc
+            if parts is not None and result is None:  # the fused kernel declined these inputs
+                for part in parts:
+                    _run_step(cpu, part, values)
+            elif single is not None:
+                if type(result) is tuple:
+                    if not result:
+                        raise KernelError(f"layer {layer.name!r} ({layer.op_type}) made no output")
+                    result = result[0]
+                values[single] = result
+            else:
+                outs = result if type(result) is tuple else (result,)
+                for i, name in out_names:
+                    values[name] = outs[i] if i < len(outs) else None
+            mark(t0)
+            mark(clock())
+            if keep:
+                gone = [n for n in gone if n not in keep]
+            for n in gone:
+                values.pop(n, None)
+            yield layer
+            if absorbed:
+                yield from absorbed
+    finally:
+        if serial:
+            threads.set_serial(False)
+    if tuner is not None and len(marks) == 2 * len(steps):
+        tuner.record(marks)
     cpu.flush()
     # the profile first (its records are built when read), so a caller that has the outputs
     # reads this run's profile, not the previous one's

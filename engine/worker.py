@@ -23,7 +23,8 @@ from engine import executor
 from engine.analysis import MemoryTimeline, layer_costs, memory_timeline
 from engine.backends import BackendType, create_backend
 from engine.backends.base import Backend
-from engine.backends.cpu import CpuBackend
+from engine.backends.cpu import CpuBackend, thread_tuning, threads
+from engine.backends.cpu.thread_tuning import ThreadTuner
 from engine.errors import EngineError
 from engine.input_check import InputChecker
 from engine.light_future import LightFuture
@@ -89,6 +90,7 @@ class Worker:
         self._const_values = {id(s.cpu): s.cpu for s in self._const_slots.values()}
         self._cpu_plan: dict[bool, list[tuple]] | None = None
         self._memos: dict[bool, tuple[list[int], list]] = {}
+        self._tuner = ThreadTuner()
         self._profiles = RunProfiles(self.backend_type.value)
         self._outputs: dict[str, Tensor] = {}
         self._live: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -174,6 +176,19 @@ class Worker:
                              {o.name for o in self.model.outputs})
             self._memos[fused] = (kinds, [None] * len(kinds))
         return self._memos[fused]
+
+    def _thread_tuner(self) -> ThreadTuner | None:
+        """The per-layer thread choice of fused CPU runs (``thread_tuning``), or None when
+        every layer just uses the backend's threads."""
+        if not thread_tuning.ENABLED or threads.threads() <= 1:
+            return None
+        return self._tuner
+
+    def _cpu_tuning(self) -> bool:
+        """Whether the thread tuner is still timing runs for the last inputs (benchmarks
+        warm up until it is done)."""
+        tuner = self._thread_tuner()
+        return tuner is not None and tuner.key is not None and tuner.final is None
 
     def _cpu_steps(self, fused: bool = True) -> list[tuple]:
         """The CPU run loop's steps (``build_cpu_steps``), derived once. ``fused`` plans
@@ -265,7 +280,8 @@ class Worker:
         if self._backend is self._cpu:
             self._outputs = {n: Tensor(n, f) for n, f in futures.items()}
             self._last_feeds, self._last_signature = feeds, None  # (made when asked)
-            steps = run_on_cpu(self, feeds, futures, keep)
+            tuner = None if keep else self._thread_tuner()
+            steps = run_on_cpu(self, feeds, futures, keep, tuner, self._input_checker.last_key)
         else:
             self._outputs = {n: Tensor(n, f, owns_handle=True) for n, f in futures.items()}
             self._live.update(self._outputs.values())

@@ -42,6 +42,9 @@ CHUNKS_PER_THREAD = 2
 GATED = True
 #: most chunks a gated kernel's tasks are claimed in, per thread (claims cost an atomic add)
 GATED_CHUNKS_PER_THREAD = 2
+#: set by the run loop around layers that run faster on one thread (``thread_tuning``): the
+#: splits below then run every chunk on the calling thread
+_serial = False
 
 
 def _forget_pool_in_child() -> None:
@@ -85,6 +88,13 @@ def threads() -> int:
     return _threads
 
 
+def set_serial(alone: bool) -> None:
+    """Run the following splits on the calling thread only (``alone``) or over the threads.
+    Plans and tilings stay those of ``threads()``, so results do not change."""
+    global _serial
+    _serial = alone
+
+
 def parallel_for(fn, n: int, grain: int = 1) -> None:
     """Call ``fn(lo, hi)`` over chunks of ``range(n)`` on the calling thread and the pool.
 
@@ -94,7 +104,7 @@ def parallel_for(fn, n: int, grain: int = 1) -> None:
     """
     nt = threads()
     chunks = min(n // max(grain, 1), nt * CHUNKS_PER_THREAD)
-    if nt <= 1 or chunks <= 1:
+    if nt <= 1 or chunks <= 1 or _serial:
         if n > 0:
             fn(0, n)
         return
@@ -137,7 +147,7 @@ def parallel_tasks(plain, gated, n: int, grain: int = 1) -> None:
     if chunks > nt:
         chunks -= chunks % nt  # even shares: 3 chunks on 2 threads left one doing two
     pool = _pool
-    if nt <= 1 or chunks <= 1 or pool is None:
+    if nt <= 1 or chunks <= 1 or pool is None or _serial:
         if n > 0:
             plain(0, n)
         return
@@ -171,7 +181,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, after=None) -> np.ndar
     ``after(r0, r1, c0, c1)`` runs on each block of ``out`` right after it is computed."""
     M, K = a.shape
     N = b.shape[1]
-    if threads() <= 1 or M * K * N < SPLIT_MIN_FLOPS:
+    if threads() <= 1 or M * K * N < SPLIT_MIN_FLOPS or _serial:
         np.matmul(a, b, out=out)
         if after is not None:
             after(0, M, 0, N)

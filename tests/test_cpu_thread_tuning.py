@@ -1,0 +1,171 @@
+"""The CPU run loop's per-layer thread choice (``thread_tuning``): the tuner's decisions on
+timings it is given, the serial switch of the splitting helpers, and a tuned worker whose
+results match NumPy in every phase of the tuning."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine import BackendType, ModelLoader, Worker
+from engine.backends.cpu import thread_tuning as tt
+from engine.backends.cpu import threads
+from tests.test_cpu_kernels import ref_conv
+
+
+def _marks(durations):
+    """Run-loop marks (each step's start and end) for these step durations (s)."""
+    marks, t = [], 0.0
+    for d in durations:
+        marks += [t, t + d]
+        t += d + 1e-6
+    return marks
+
+
+def _drive(tuner, key, alone_us, split_us, runs=200, totals=None):
+    """Run the tuner on synthetic step times: ``alone_us``/``split_us`` per step (or a
+    function of the run's modes for whole-run totals); returns the modes of each run."""
+    seen = []
+    n = len(alone_us)
+    for _ in range(runs):
+        modes = tuner.modes(key, n)
+        seen.append(modes)
+        per = [(alone_us[k] if modes is not None and modes[k] else split_us[k]) * 1e-6
+               for k in range(n)]
+        if totals is not None:  # a fixed whole-run time per kind of run
+            per = [totals(modes) * 1e-6 / n] * n
+        tuner.record(_marks(per))
+        if tuner.final is not None:
+            break
+    return seen
+
+
+def test_tuner_chooses_the_faster_side_per_layer():
+    """Step 0 is faster alone, step 1 far faster split (settled early), step 2 tiny, step 3
+    a tie (stays split); the mix wins its whole-run check and is kept."""
+    tuner = tt.ThreadTuner()
+    seen = _drive(tuner, ("k",), [80.0, 900.0, 1.0, 50.0], [100.0, 300.0, 1.2, 50.5])
+    assert tuner.final == [True, False, False, False]
+    assert tuner.modes(("k",), 4) == [True, False, False, False]
+    # the warm-up runs alternate between all split (None) and all alone, untimed
+    assert seen[0] is None and seen[1] == [True] * 4
+    # after two runs of each kind step 1 stays split in every later tuning run
+    assert all(m is None or not m[1] for m in seen[tt.SKIP + 4 + 1:])
+    assert tuner.summary() == {"tuned": True, "alone": 1}
+
+
+def test_tuner_keeps_all_split_when_the_mix_is_not_faster():
+    """Per layer one step looks faster alone, but whole runs with the mix are slower: every
+    layer stays split."""
+    tuner = tt.ThreadTuner()
+    alone, split = [80.0, 300.0], [100.0, 300.0]
+    # per-layer tuning runs see the step times; then the whole-run check sees the mix slower
+    state = {"verify": False}
+
+    def totals(modes):
+        return 500.0 if modes is not None else 400.0
+
+    for _ in range(100):
+        modes = tuner.modes(("k",), 2)
+        if tuner.mix is not None:
+            state["verify"] = True
+        if state["verify"]:
+            per = [totals(modes) * 1e-6 / 2] * 2
+        else:
+            per = [(alone[k] if modes is not None and modes[k] else split[k]) * 1e-6
+                   for k in range(2)]
+        tuner.record(_marks(per))
+        if tuner.final is not None:
+            break
+    assert state["verify"]
+    assert tuner.final == [False, False]
+    assert tuner.modes(("k",), 2) is None
+
+
+def test_tuner_settles_without_a_check_when_nothing_runs_alone():
+    tuner = tt.ThreadTuner()
+    _drive(tuner, ("k",), [500.0, 2.0], [100.0, 2.1])
+    assert tuner.final == [False, False] and tuner.mix is None
+    assert tuner.modes(("k",), 2) is None
+
+
+def test_tuner_starts_again_for_new_inputs():
+    tuner = tt.ThreadTuner()
+    _drive(tuner, ("a",), [80.0], [100.0])
+    assert tuner.final == [True]
+    assert tuner.modes(("b",), 1) is None  # a new key: warming up again, split first
+    assert tuner.final is None
+    _drive(tuner, ("b",), [120.0], [100.0])
+    assert tuner.final == [False]
+
+
+@pytest.fixture
+def two_threads():
+    """At least two threads, whatever the machine has (restored after the test)."""
+    before = threads.threads()
+    threads.set_threads(max(2, before))
+    yield
+    threads.set_threads(before)
+
+
+def test_serial_switch_keeps_splits_on_the_calling_thread(two_threads):
+    caller = threading.get_ident()
+    seen = set()
+    lock = threading.Lock()
+
+    def chunk(lo, hi):
+        with lock:
+            seen.add(threading.get_ident())
+
+    a = np.ones((512, 512), np.float32)
+    out = np.empty_like(a)
+    threads.set_serial(True)
+    try:
+        threads.parallel_for(chunk, 64)
+        threads.matmul(a, a, out, after=lambda r0, r1, c0, c1: chunk(r0, r1))
+    finally:
+        threads.set_serial(False)
+    assert seen == {caller}
+    np.testing.assert_allclose(out, a @ a)
+
+
+def _conv_model(path, rng):
+    """Two convolutions and a Relu: layers big enough to split."""
+    w1 = rng.standard_normal((32, 8, 3, 3)).astype(np.float32) * 0.2
+    w2 = rng.standard_normal((16, 32, 1, 1)).astype(np.float32) * 0.2
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 40, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, 40, 40])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return w1, w2
+
+
+def test_worker_results_hold_through_the_tuning(rng, tmp_path, monkeypatch, two_threads):
+    """Every run, tuning or tuned, matches the float64 reference; with fast thresholds the
+    tuning ends and its choice is applied."""
+    monkeypatch.setattr(tt, "SKIP", 2)
+    monkeypatch.setattr(tt, "RUNS", 8)
+    monkeypatch.setattr(tt, "VERIFY", 4)
+    path = str(tmp_path / "m.onnx")
+    w1, w2 = _conv_model(path, rng)
+    worker = Worker(ModelLoader.load(path), BackendType.CPU)
+    try:
+        for _ in range(30):
+            x = rng.standard_normal((1, 8, 40, 40)).astype(np.float32)
+            want = ref_conv(np.maximum(ref_conv(x, w1, None, [1, 1], [1, 1, 1, 1], [1, 1], 1),
+                                       0), w2, None, [1, 1], [0, 0, 0, 0], [1, 1], 1)
+            got = worker.schedule({"x": x}).peek_output("y").download_to_array()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert not worker._cpu_tuning()
+        assert worker._tuner.final is not None and len(worker._tuner.final) >= 2
+    finally:
+        worker.close()
+    assert not threads._serial  # the loop leaves the switch off
