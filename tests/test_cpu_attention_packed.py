@@ -31,7 +31,9 @@ def _heads(rng, heads, rows, d, keys, dv):
 @pytest.mark.parametrize("threads_", [1, 2])
 @pytest.mark.parametrize("mode", [kaf.MASK_NONE, kaf.MASK_ADD, kaf.MASK_KEEP])
 @pytest.mark.parametrize("shape", [(3, 300, 32, 333, 32), (2, 130, 40, 700, 24),
-                                   (1, 64, 64, 256, 64)])
+                                   (1, 64, 64, 256, 64),
+                                   # a partial last row block and key panel
+                                   (2, 70, 16, 261, 48)])
 def test_long_attention_matches_float64(shape, mode, threads_, rng):
     heads, rows, d, keys, dv = shape
     q, k, v = _heads(rng, heads, rows, d, keys, dv)
@@ -90,3 +92,15 @@ def test_vector_softmax_matches_the_row_block_softmax(keys, mode, rng):
     e = np.exp(s - s.max(-1, keepdims=True))
     np.testing.assert_allclose(p_got[rows], e / e.sum(-1, keepdims=True), rtol=1e-5,
                                atol=1e-9)
+
+
+def test_pack_heads_matches_pack_panels(rng):
+    """Every head's panels, from strided views too, 64-byte aligned."""
+    from engine.backends.cpu.gemm_packed import pack_heads, pack_panels
+    for shape in ((3, 64, 197), (2, 197, 64), (1, 5, 33), (4, 32, 32)):
+        w = rng.standard_normal(shape).astype(np.float32)
+        for view in (w, np.ascontiguousarray(w.transpose(0, 2, 1)).transpose(0, 2, 1)):
+            packed = pack_heads(view)
+            assert packed.ctypes.data % 64 == 0
+            for h in range(shape[0]):
+                np.testing.assert_array_equal(packed[h], pack_panels(view[h]))
