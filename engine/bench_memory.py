@@ -20,8 +20,28 @@ def model_flops(worker) -> float:
     return float(sum(c.flops for c in worker.layer_costs().values()))
 
 
+def cpu_kept_bytes(model) -> int:
+    """What the CPU kernels keep between runs for ``model``'s layers: packed copies of its
+    weights (``gemm_packed``) and kept phase planes (``conv_blocked``)."""
+    from engine.backends.cpu import gemm_packed
+
+    kept = 0
+    for w in model.constants.values():
+        for trans in (False, True):
+            hit = gemm_packed._packed.get((id(w), trans))
+            if hit is not None and hit[0]() is w:
+                kept += hit[1].nbytes
+    for layer in model.layers:
+        plan = layer.__dict__.get("_cpu_conv_plan")
+        planes = getattr(getattr(plan, "blk", None), "xf", None)
+        if planes is not None:
+            kept += planes.nbytes
+    return kept
+
+
 def engine_peak_bytes(worker, feeds: dict, out_name: str) -> int:
-    """Weights + the heap peak of one run (+ the device plan's peak on a GPU backend)."""
+    """Weights + what the CPU kernels keep for them between runs (``cpu_kept_bytes``) + the
+    heap peak of one run (+ the device plan's peak on a GPU backend)."""
     weights = sum(getattr(v, "nbytes", 0) for v in worker.model.constants.values())
     worker.schedule(feeds)
     worker.peek_output(out_name).download_to_array()  # warm: caches and plans exist
@@ -35,7 +55,8 @@ def engine_peak_bytes(worker, feeds: dict, out_name: str) -> int:
     peak = tracemalloc.get_traced_memory()[1] - base
     if not started:
         tracemalloc.stop()
-    return weights + max(peak, 0) + int(worker.peak_memory_bytes or 0)
+    kept = cpu_kept_bytes(worker.model)
+    return weights + kept + max(peak, 0) + int(worker.peak_memory_bytes or 0)
 
 
 _ORT_PEAK_SCRIPT = """

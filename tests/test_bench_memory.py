@@ -40,3 +40,37 @@ def test_onnxruntime_peak_is_measured_in_a_fresh_process(rng, tmp_path):
     onnx.save(proto, path)
     peak = onnxruntime_peak_bytes(path, {"x": rng.normal(size=(256, 256)).astype(np.float32)}, 1)
     assert peak is not None and peak >= w.nbytes
+
+
+def test_peak_counts_what_kernels_keep_between_runs(rng):
+    """A convolution's kept phase planes and a linear layer's packed weights are part of
+    the reported memory, not only the heap peak of one run."""
+    from engine.backends.cpu import conv_blocked
+    from engine.bench_memory import cpu_kept_bytes
+
+    wc = rng.normal(size=(32, 8, 3, 3)).astype(np.float32)
+    wl = rng.normal(size=(40, 64)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "wc"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Reshape", ["c", "shape"], ["r"]),
+         helper.make_node("MatMul", ["r", "wl"], ["y"])],
+        "kept", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 40, 40])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1280, 64])],
+        [numpy_helper.from_array(wc, "wc"), numpy_helper.from_array(wl, "wl"),
+         numpy_helper.from_array(np.array([1280, 40], np.int64), "shape")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.normal(size=(1, 8, 40, 40)).astype(np.float32)}
+    with Worker(ModelLoader.from_proto(proto), "cpu") as worker:
+        for _ in range(3):
+            y = worker.schedule(feeds).peek_output().download_to_array()
+        kept = cpu_kept_bytes(worker.model)
+        plan = worker.model.layers[0]._cpu_conv_plan
+        assert plan.kind == "blocked"
+        planes = plan.blk.xf.nbytes
+        assert planes >= 8 * 42 * 42 * 4
+        # the planes and the weights packed into 32-column panels (64 columns: two)
+        assert kept == planes + 40 * 64 * 4
+        peak = engine_peak_bytes(worker, feeds, "y")
+    weights = wc.nbytes + wl.nbytes + 16
+    assert weights + kept + y.nbytes <= peak
+    assert conv_blocked.REUSE_PLANES
