@@ -22,7 +22,7 @@ def model_flops(worker) -> float:
 
 def cpu_kept_bytes(model) -> int:
     """What the CPU kernels keep between runs for ``model``'s layers: packed copies of its
-    weights (``gemm_packed``) and kept phase planes (``conv_blocked``)."""
+    weights (``gemm_packed``) and kept phase planes (``conv_blocked.kept_planes``)."""
     from engine.backends.cpu import gemm_packed
 
     kept = 0
@@ -33,9 +33,10 @@ def cpu_kept_bytes(model) -> int:
                 kept += hit[1].nbytes
     for layer in model.layers:
         plan = layer.__dict__.get("_cpu_conv_plan")
-        planes = getattr(getattr(plan, "blk", None), "xf", None)
-        if planes is not None:
-            kept += planes.nbytes
+        for kernel_plan in (getattr(plan, "blk", None), getattr(plan, "sp", None)):
+            planes = getattr(kernel_plan, "xf", None)
+            if planes is not None:
+                kept += planes.nbytes
     return kept
 
 
@@ -45,6 +46,13 @@ def engine_peak_bytes(worker, feeds: dict, out_name: str) -> int:
     weights = sum(getattr(v, "nbytes", 0) for v in worker.model.constants.values())
     worker.schedule(feeds)
     worker.peek_output(out_name).download_to_array()  # warm: caches and plans exist
+    # steady state: past the CPU backend's thread tuning, whose runs alternate between
+    # kernel variants (the first use of one compiles it)
+    for _ in range(64):
+        if not worker._cpu_tuning():
+            break
+        worker.schedule(feeds)
+        worker.peek_output(out_name).download_to_array()
     started = tracemalloc.is_tracing()
     if not started:
         tracemalloc.start()

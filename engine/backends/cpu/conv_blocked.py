@@ -284,19 +284,25 @@ class BlockedPlan:
         self.xf = None
 
     def planes(self, C: int) -> np.ndarray:
-        """The zero-bordered phase planes of C channels, flat with ``TAIL`` zeros after them:
-        made once and kept, as each call writes every input value into the same places and
-        never the borders (a fresh zeroed buffer per call cost a pass over it: YOLO's
-        layers zeroed 35 of them, 0.4 ms of a 10 ms run; kept, YOLO ran 5.4% faster,
-        MobileNetV3 5.0%, Inception-v2 2.6%). Planes over ``REUSE_MAX_BYTES`` are made
-        per call: their layers' arithmetic dwarfs the zeroing, and kept they would hold
-        memory no run reports (a 640 x 640 detector's layers: 17 MB)."""
-        size = C * self.nph * self.Hq * self.Wq + TAIL
-        if not REUSE_PLANES or size * 4 > REUSE_MAX_BYTES:
-            return np.zeros(size, np.float32)
-        if self.xf is None or self.xf.size != size:
-            self.xf = np.zeros(size, np.float32)
-        return self.xf
+        """The zero-bordered phase planes of C channels, flat with ``TAIL`` zeros after them
+        (``kept_planes``)."""
+        return kept_planes(self, C * self.nph * self.Hq * self.Wq + TAIL)
+
+
+def kept_planes(plan, size: int) -> np.ndarray:
+    """A zeroed float32 buffer of ``size`` for a layer's phase planes, made once and kept on
+    ``plan`` (its ``xf`` slot): each call writes every input value into the same places and
+    never the borders, so they stay zero (a fresh zeroed buffer per call cost a pass over
+    it: YOLO's layers zeroed 35 of them, 0.4 ms of a 10 ms run; kept, YOLO ran 5.4% faster,
+    MobileNetV3 5.0%, Inception-v2 2.6%). Buffers over ``REUSE_MAX_BYTES`` are made per
+    call: their layers' arithmetic dwarfs the zeroing, and kept they would hold memory
+    (a 640 x 640 detector's layers: 17 MB). What is kept counts in bench's memory figure
+    (``bench_memory.cpu_kept_bytes``)."""
+    if not REUSE_PLANES or size * 4 > REUSE_MAX_BYTES:
+        return np.zeros(size, np.float32)
+    if plan.xf is None or plan.xf.size != size:
+        plan.xf = np.zeros(size, np.float32)
+    return plan.xf
 
 
 @njit(**_OPTS)

@@ -22,7 +22,7 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import act_plane
-from engine.backends.cpu.conv_blocked import add_residual_post, pack, tap_offsets
+from engine.backends.cpu.conv_blocked import add_residual_post, kept_planes, pack, tap_offsets
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
 from engine.backends.cpu.simd import vbcast, vfma, vload, vstore, vzero
@@ -247,7 +247,7 @@ def smallplane_tasks(xf, cs, toff, q, wp, qt, wt, out, bias, act, params, res, p
 class SmallPlanePlan:
     """What a Conv layer keeps for this kernel: geometry, packed weights, offsets."""
 
-    __slots__ = ("gd", "wp", "wt", "toff", "q", "qt", "nph", "Hq", "Wq", "direct")
+    __slots__ = ("gd", "wp", "wt", "toff", "q", "qt", "nph", "Hq", "Wq", "direct", "xf")
 
     def __init__(self, gd, w: np.ndarray, in_hw, out_hw):
         self.gd = tuple(int(v) for v in gd)
@@ -266,6 +266,7 @@ class SmallPlanePlan:
         self.toff = tap_offsets(self.gd, self.Hq, self.Wq)
         self.q = position_offsets(out_hw[0], out_hw[1], self.Wq)
         self.qt = position_offsets(out_hw[0], out_hw[1], self.Wq, NPT)
+        self.xf = None  # the phase planes, kept between calls (``conv_blocked.kept_planes``)
 
 
 def run(sp: SmallPlanePlan, bias, x, out, act, params, res3, post) -> np.ndarray:
@@ -285,7 +286,7 @@ def run(sp: SmallPlanePlan, bias, x, out, act, params, res3, post) -> np.ndarray
         if sp.direct:
             xf = x[n].reshape(-1)
         else:
-            xf = np.zeros(C * cs, np.float32)
+            xf = kept_planes(sp, C * cs)
             fill_phases(x[n], xf.reshape(C, sp.nph, sp.Hq, sp.Wq), sp.gd, 0, C)
         res = none if res3 is None else res3[n].reshape(out.shape[1:])
         threads.parallel_for(
