@@ -51,10 +51,11 @@ def test_tuner_chooses_the_faster_side_per_layer():
     seen = _drive(tuner, ("k",), [80.0, 900.0, 1.0, 50.0], [100.0, 300.0, 1.2, 50.5])
     assert tuner.final == [True, False, False, False]
     assert tuner.modes(("k",), 4) == [True, False, False, False]
-    # the warm-up runs alternate between all split (None) and all alone, untimed
-    assert seen[0] is None and seen[1] == [True] * 4
-    # after two runs of each kind step 1 stays split in every later tuning run
-    assert all(m is None or not m[1] for m in seen[tt.SKIP + 4 + 1:])
+    # the warm-up runs are all split; the first run alone is untimed and repeated
+    assert all(m is None for m in seen[:tt.SKIP]) and seen[tt.SKIP] == [False] * 4
+    assert seen[tt.SKIP + 1] == seen[tt.SKIP + 2] == seen[tt.SKIP + 3] == [True] * 4
+    # after two timed runs of each kind step 1 is settled split for the rest of the tuning
+    assert all(m is None or not m[1] for m in seen[tt.SKIP + 7:])
     assert tuner.summary() == {"tuned": True, "alone": 1}
 
 
@@ -110,6 +111,31 @@ def two_threads():
     threads.set_threads(max(2, before))
     yield
     threads.set_threads(before)
+
+
+def test_inputs_that_never_repeat_run_split():
+    tuner = tt.ThreadTuner()
+    for i in range(50):
+        assert tuner.modes(("shape", i), 3) is None
+        tuner.record(_marks([1e-4, 2e-4, 3e-4]))
+
+
+def test_signatures_fed_in_turn_are_tuned_each():
+    """Two input shapes alternating: each keeps its own tuning (a layer alone wins for one,
+    loses for the other)."""
+    tuner = tt.ThreadTuner()
+    times = {("a",): ([80.0], [100.0]), ("b",): ([130.0], [100.0])}
+    finals = {}
+    for i in range(400):
+        key = ("a",) if i % 2 else ("b",)
+        modes = tuner.modes(key, 1)
+        alone, split = times[key]
+        tuner.record(_marks([(alone[0] if modes and modes[0] else split[0]) * 1e-6]))
+        if tuner.final is not None:
+            finals[key] = tuner.final
+        if len(finals) == 2:
+            break
+    assert finals == {("a",): [True], ("b",): [False]}
 
 
 def test_serial_switch_keeps_splits_on_the_calling_thread(two_threads):

@@ -9,7 +9,8 @@ block by block), two threads made ResNet-50 42% faster, SqueezeNet 30%, BERT 18%
 layer, its 3-channel stem included (+17%), ran faster alone. Where the line falls depends
 on the machine, so it is measured rather than set. After a few runs of an input signature
 (its plans made), the run loop's next runs alternate between all layers on one thread and
-all on the backend's threads (A B B A, so slow stretches of a shared machine fall on both);
+all on the backend's threads (A B B A, so slow stretches of a shared machine fall on both;
+the first run alone is not timed: it loads the one-thread kernels);
 each layer's times are kept, and a layer is chosen to run on one thread when its median
 there is lower by at least ``MARGIN``. A layer far faster split (``CLEAR``) or too short to
 matter (``TINY_S``) is settled after two runs of each kind. Layers alone change what the
@@ -26,8 +27,8 @@ import numpy as np
 
 #: tune (False: every layer uses the backend's threads; tests and benchmarks)
 ENABLED = True
-#: runs of a new input signature before the tuning starts (plans, packed weights, caches;
-#: every other one on one thread, which loads kernels of its own)
+#: runs of a new input signature before the tuning starts (plans, packed weights, caches),
+#: all split: inputs whose shapes never repeat just run split
 SKIP = 4
 #: most tuning runs per input signature (half on one thread)
 RUNS = 16
@@ -43,83 +44,121 @@ CLEAR = 1.25
 TINY_S = 3e-6
 
 
-class ThreadTuner:
-    """Per-step thread choice of one run loop's steps (``run_loops.run_on_cpu``)."""
+#: input signatures whose tuning a worker keeps at once (a model fed a few shapes in turn)
+KEYS = 4
 
-    __slots__ = ("key", "runs", "mode", "alone", "split", "choice", "final", "mix",
+
+class _State:
+    """The tuning of one input signature."""
+
+    __slots__ = ("runs", "mode", "alone_seen", "alone", "split", "choice", "final", "mix",
                  "mixed", "plain")
 
-    def __init__(self):
-        self.key = None
-        self.final: list[bool] | None = None
-
-    def _reset(self, key, steps: int) -> None:
-        self.key, self.runs, self.mode = key, -SKIP, False
+    def __init__(self, steps: int):
+        self.runs, self.mode, self.alone_seen = -SKIP, False, False
         self.alone: list[list[float]] = [[] for _ in range(steps)]
         self.split: list[list[float]] = [[] for _ in range(steps)]
         self.choice: list[bool | None] = [None] * steps  # True: one thread
-        self.final = self.mix = None
+        self.final: list[bool] | None = None
+        self.mix: list[bool] | None = None
         self.mixed: list[float] = []
         self.plain: list[float] = []
 
+
+class ThreadTuner:
+    """Per-step thread choice of one run loop's steps (``run_loops.run_on_cpu``)."""
+
+    def __init__(self):
+        self._states: dict = {}
+        self._current: _State | None = None
+
+    @property
+    def final(self) -> list[bool] | None:
+        """The last run's signature's choice per step, once tuned (else None)."""
+        return None if self._current is None else self._current.final
+
+    @property
+    def key(self):
+        """The last run's input signature (None before any run)."""
+        return next(reversed(self._states), None)
+
     def modes(self, key, steps: int) -> list[bool] | None:
-        """Per step, whether it runs on one thread in this run; None: all split (no step was
-        found faster alone)."""
-        if key != self.key or (self.final is None and len(self.choice) != steps):
-            self._reset(key, steps)
-        if self.final is not None:
-            return self.mix  # the kept mix, or None
-        if self.runs < 0:  # warming up, both ways (one thread loads kernels of its own)
-            self.mode = self.runs % 2 == 1
-            return [self.mode] * steps if self.mode else None
-        self.mode = self.runs % 4 in (1, 2)  # A B B A: split, alone, alone, split
-        if self.mix is not None:  # the mix against all split
-            return self.mix if self.mode else None
-        mode = self.mode
-        return [mode if c is None else c for c in self.choice]
+        """Per step, whether it runs on one thread in this run; None: all split."""
+        st = self._states.get(key)
+        if st is None or len(st.choice) != steps:
+            st = _State(steps)
+            if len(self._states) >= KEYS:
+                del self._states[next(iter(self._states))]  # the oldest signature
+        else:
+            del self._states[key]  # (re-inserted last: the dict's order is recency)
+        self._states[key] = self._current = st
+        if st.final is not None:
+            return st.mix  # the kept mix, or None
+        if st.runs < 0:  # warming up (plans, packed weights), all split
+            st.mode = False
+            return None
+        st.mode = st.runs % 4 in (1, 2)  # A B B A: split, alone, alone, split
+        if st.mix is not None:  # the mix against all split
+            return st.mix if st.mode else None
+        mode = st.mode
+        return [mode if c is None else c for c in st.choice]
 
     def record(self, marks: list[float]) -> None:
         """Book this run's per-step times (``marks``: each step's start and end clock)."""
-        if self.final is not None:
+        st = self._current
+        if st is None or st.final is not None:
             return
-        if self.runs < 0:
-            self.runs += 1
+        if st.runs < 0:
+            st.runs += 1
             return
-        if self.mix is not None:
-            (self.mixed if self.mode else self.plain).append(marks[-1] - marks[0])
-            self.runs += 1
-            if len(self.mixed) + len(self.plain) >= VERIFY:
-                keep = np.median(self.mixed) < (1 - KEEP_MARGIN) * np.median(self.plain)
-                self.final = self.mix if keep else [False] * len(self.mix)
-                self.mix = self.mix if keep else None
+        if st.mode and not st.alone_seen:
+            # the first run with layers alone loads (or compiles) their one-thread kernels:
+            # not timed, and the next run is again one with layers alone
+            st.alone_seen = True
             return
-        times = self.alone if self.mode else self.split
-        for k, c in enumerate(self.choice):
+        if st.mix is not None:
+            (st.mixed if st.mode else st.plain).append(marks[-1] - marks[0])
+            st.runs += 1
+            if len(st.mixed) + len(st.plain) >= VERIFY:
+                keep = np.median(st.mixed) < (1 - KEEP_MARGIN) * np.median(st.plain)
+                st.final = st.mix if keep else [False] * len(st.mix)
+                st.mix = st.mix if keep else None
+            return
+        times = st.alone if st.mode else st.split
+        for k, c in enumerate(st.choice):
             if c is None:
                 times[k].append(marks[2 * k + 1] - marks[2 * k])
-        self.runs += 1
-        if self.runs % 2 == 0:
-            self._settle(last=self.runs >= RUNS)
+        st.runs += 1
+        if st.runs % 2 == 0:
+            self._settle(st, last=st.runs >= RUNS)
 
-    def _settle(self, last: bool) -> None:
-        for k, c in enumerate(self.choice):
-            if c is not None or len(self.alone[k]) < 2 or len(self.split[k]) < 2:
+    @staticmethod
+    def _settle(st: _State, last: bool) -> None:
+        for k, c in enumerate(st.choice):
+            if c is not None or len(st.alone[k]) < 2 or len(st.split[k]) < 2:
                 continue
-            alone, split = float(np.median(self.alone[k])), float(np.median(self.split[k]))
+            alone, split = float(np.median(st.alone[k])), float(np.median(st.split[k]))
             if alone > CLEAR * split or max(alone, split) < TINY_S:
-                self.choice[k] = False
+                st.choice[k] = False
             elif last:
-                self.choice[k] = alone < (1 - MARGIN) * split
-        if last or all(c is not None for c in self.choice):
-            mix = [bool(c) for c in self.choice]
-            self.alone = self.split = []  # (the samples are not needed any more)
+                st.choice[k] = alone < (1 - MARGIN) * split
+        if last or all(c is not None for c in st.choice):
+            mix = [bool(c) for c in st.choice]
+            st.alone = st.split = []  # (the samples are not needed any more)
             if any(mix):  # layers alone change what the others find in their caches
-                self.mix, self.runs = mix, 0
+                st.mix, st.runs = mix, 0
             else:
-                self.final, self.mix = mix, None
+                st.final, st.mix = mix, None
+
+    @property
+    def mix(self) -> list[bool] | None:
+        """The mix being checked (or kept) for the last run's signature."""
+        return None if self._current is None else self._current.mix
 
     def summary(self) -> dict:
-        """What the tuning found: ``{"tuned": bool, "alone": steps on one thread}``."""
-        if self.final is None:
+        """What the tuning found for the last run's signature: ``{"tuned": bool, "alone":
+        steps on one thread}``."""
+        final = self.final
+        if final is None:
             return {"tuned": False, "alone": 0}
-        return {"tuned": True, "alone": sum(self.final)}
+        return {"tuned": True, "alone": sum(final)}
