@@ -61,7 +61,9 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=12, help="blocks per state")
     ap.add_argument("--runs", type=int, default=15, help="timed runs per block")
     ap.add_argument("--warm", type=int, default=5, help="untimed runs after each switch")
-    ap.add_argument("--skip", type=int, default=0, help="first blocks per state left out")
+    ap.add_argument("--skip", type=int, default=2,
+                    help="first blocks per state left out (the worker's warm-up and thread "
+                         "tuning run in them)")
     ap.add_argument("--values", help="off,on values (Python literals)")
     ap.add_argument("--set", action="append", default=[], help="module.attr=value first")
     args = ap.parse_args()
