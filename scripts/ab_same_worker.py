@@ -16,8 +16,9 @@ total this way on MobileNetV3 (+-4% for single layers).
 MODEL is an ONNX file or a model family (``bench --suite families``). ``THREADS`` compares
 one thread (off) with the backend's default (on). ``--values A,B`` gives the off and on
 values (Python literals) instead of False and True; ``--set module.attr=value`` fixes
-other attributes first (the thread tuning, say). Unset ``OPENBLAS_CORETYPE`` and
-``OPENBLAS_L2_SIZE`` in the command, as for ``bench``.
+other attributes first (the thread tuning, say); ``--retune`` tunes the worker's thread
+use anew for each block, for settings that change what the tuning would choose. Unset
+``OPENBLAS_CORETYPE`` and ``OPENBLAS_L2_SIZE`` in the command, as for ``bench``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from engine import BackendType, ModelLoader, Worker  # noqa: E402
 from engine.backends.cpu import threads  # noqa: E402
+from engine.backends.cpu.thread_tuning import ThreadTuner  # noqa: E402
 from engine.bench import _suite_models  # noqa: E402
 from engine.inputs import random_feeds  # noqa: E402
 
@@ -66,6 +68,9 @@ def main() -> None:
                          "tuning run in them)")
     ap.add_argument("--values", help="off,on values (Python literals)")
     ap.add_argument("--set", action="append", default=[], help="module.attr=value first")
+    ap.add_argument("--retune", action="store_true",
+                    help="tune the worker's thread use anew after each switch (the warm-up "
+                         "then runs until the tuning is done)")
     args = ap.parse_args()
     for item in args.set:
         name, value = item.split("=", 1)
@@ -89,7 +94,13 @@ def main() -> None:
             state = b % 4 in (1, 2)
             switch(state)
             _drop_plans(model)
+            if args.retune:
+                worker._tuner = ThreadTuner()
             for _ in range(args.warm):
+                worker.schedule(feeds).peek_output(out).download_to_array()
+            for _ in range(64 if args.retune else 0):
+                if not worker._cpu_tuning():
+                    break
                 worker.schedule(feeds).peek_output(out).download_to_array()
             per_layer: dict[str, list[float]] = {}
             totals = []
