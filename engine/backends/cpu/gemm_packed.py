@@ -24,7 +24,16 @@ from numba import njit
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.linear_epilogue import EPI_BIAS, linear_epilogue
-from engine.backends.cpu.simd import aligned, vadd, vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.simd import (
+    aligned,
+    empty_aligned,
+    vadd,
+    vbcast,
+    vfma,
+    vload,
+    vstore,
+    vzero,
+)
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: columns per packed panel (two 16-float vectors)
@@ -113,10 +122,7 @@ def pack_heads(w3: np.ndarray) -> np.ndarray:
     64-byte aligned (H, N/32 * K * 32) array (attention's per-call K and V panels: NumPy's
     transposes and copies per head took 20 us a head for ViT's 64 x 197)."""
     H, K, N = w3.shape
-    size = -(-N // NR) * K * NR
-    buf = np.empty(H * size + 16, np.float32)
-    start = (-buf.ctypes.data % 64) // 4
-    out = buf[start:start + H * size].reshape(H, size)
+    out = empty_aligned((H, -(-N // NR) * K * NR))
     _pack_heads(w3, out)
     return out
 

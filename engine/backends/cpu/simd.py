@@ -181,12 +181,19 @@ def vtranspose16(typingctx, src, s0, ss, dst, d0, ds):
 ALIGN_BYTES = 64
 
 
+def empty_aligned(shape, dtype=np.float32) -> np.ndarray:
+    """``np.empty(shape, dtype)`` whose data starts on a 64-byte boundary."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    buf = np.empty(nbytes + ALIGN_BYTES, np.uint8)
+    start = -buf.ctypes.data % ALIGN_BYTES
+    return buf[start:start + nbytes].view(dtype).reshape(shape)
+
+
 def aligned(a: np.ndarray) -> np.ndarray:
     """A C-contiguous copy of ``a`` whose data starts on a 64-byte boundary. NumPy's large
     arrays start 16 bytes past one, so every 16-float load of packed weights straddled two
     cache lines; aligned, the small-plane kernel ran 8% faster."""
-    buf = np.empty(a.nbytes + ALIGN_BYTES, np.uint8)
-    start = -buf.ctypes.data % ALIGN_BYTES
-    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out = empty_aligned(a.shape, a.dtype)
     out[...] = a
     return out
