@@ -20,12 +20,15 @@ import time
 import numpy as np
 
 from engine.backends import BackendType
-from engine.bench_memory import engine_peak_bytes, model_flops, onnxruntime_peak_bytes
+from engine.bench_memory import (
+    engine_peak_bytes,
+    finish_tuning,
+    model_flops,
+    onnxruntime_peak_bytes,
+)
 from engine.errors import EngineError
 
 WARMUP_RUNS = 2
-#: most untimed runs while the CPU backend still tunes its thread use
-TUNING_RUNS = 64
 #: timed runs come in this many alternating blocks (engine, then onnxruntime)
 ROUNDS = 4
 SETTLE_S = 0.05
@@ -137,12 +140,8 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
                 clocks[b.value] = HostClock(workers[b.value])
             for _ in range(WARMUP_RUNS):
                 _timed_engine(workers[b.value], feeds, out_name)
-            # the CPU backend times its first runs to choose the layers it runs on one
-            # thread (``thread_tuning``): benchmarks measure it tuned
-            for _ in range(TUNING_RUNS):
-                if not workers[b.value]._cpu_tuning():
-                    break
-                _timed_engine(workers[b.value], feeds, out_name)
+            finish_tuning(workers[b.value],
+                          lambda w=workers[b.value]: _timed_engine(w, feeds, out_name))
         for _ in range(WARMUP_RUNS if compare else 0):
             session.run(None, ort_feeds)
         rounds = min(repeat, ROUNDS)

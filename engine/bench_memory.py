@@ -23,21 +23,20 @@ def model_flops(worker) -> float:
 def cpu_kept_bytes(model) -> int:
     """What the CPU kernels keep between runs for ``model``'s layers: packed copies of its
     weights (``gemm_packed``) and kept phase planes (``conv_blocked.kept_planes``)."""
-    from engine.backends.cpu import gemm_packed
+    from engine.backends.cpu import conv_plan, gemm_packed
 
-    kept = 0
-    for w in model.constants.values():
-        for trans in (False, True):
-            hit = gemm_packed._packed.get((id(w), trans))
-            if hit is not None and hit[0]() is w:
-                kept += hit[1].nbytes
-    for layer in model.layers:
-        plan = layer.__dict__.get("_cpu_conv_plan")
-        for kernel_plan in (getattr(plan, "blk", None), getattr(plan, "sp", None)):
-            planes = getattr(kernel_plan, "xf", None)
-            if planes is not None:
-                kept += planes.nbytes
-    return kept
+    return (sum(gemm_packed.packed_bytes(w) for w in model.constants.values())
+            + sum(conv_plan.kept_bytes(layer) for layer in model.layers))
+
+
+def finish_tuning(worker, run) -> None:
+    """Call ``run()`` while the worker's CPU thread tuning (``thread_tuning``) is still
+    timing runs, at most 64 times: benchmarks and memory figures measure the tuned state
+    (the tuning's runs alternate kernel variants, and the first use of one compiles it)."""
+    for _ in range(64):
+        if not worker._cpu_tuning():
+            return
+        run()
 
 
 def engine_peak_bytes(worker, feeds: dict, out_name: str) -> int:
@@ -46,13 +45,8 @@ def engine_peak_bytes(worker, feeds: dict, out_name: str) -> int:
     weights = sum(getattr(v, "nbytes", 0) for v in worker.model.constants.values())
     worker.schedule(feeds)
     worker.peek_output(out_name).download_to_array()  # warm: caches and plans exist
-    # steady state: past the CPU backend's thread tuning, whose runs alternate between
-    # kernel variants (the first use of one compiles it)
-    for _ in range(64):
-        if not worker._cpu_tuning():
-            break
-        worker.schedule(feeds)
-        worker.peek_output(out_name).download_to_array()
+    finish_tuning(worker, lambda: worker.schedule(feeds).peek_output(out_name)
+                  .download_to_array())
     started = tracemalloc.is_tracing()
     if not started:
         tracemalloc.start()

@@ -47,8 +47,8 @@ class Slot:
 def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
                keep: set[str], tuner=None, key=None) -> Iterator[Layer]:
     """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures).
-    ``tuner``: the worker's ``ThreadTuner``, which chooses the layers that run on one thread
-    for inputs of ``key`` (their dtypes and shapes; None: no tuning for this run).
+    ``tuner``: the worker's ``ThreadTuner`` (None: no tuning for this run), which chooses the
+    layers that run on one thread for inputs of ``key`` (their dtypes and shapes).
 
     The loop body is what every layer pays: look up the inputs, call the kernel, store the
     outputs, drop dead tensors, take two clock readings. Profile records are built after the
@@ -63,8 +63,6 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
     marks: list[float] = []
     mark, clock = marks.append, time.perf_counter
     # per step, whether it runs on one thread (``thread_tuning``; None: all split)
-    if key is None:
-        tuner = None
     alone = None if tuner is None else tuner.modes(key, len(steps))
     serial = False
     t_run = clock()

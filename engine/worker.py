@@ -280,8 +280,9 @@ class Worker:
         if self._backend is self._cpu:
             self._outputs = {n: Tensor(n, f) for n, f in futures.items()}
             self._last_feeds, self._last_signature = feeds, None  # (made when asked)
-            tuner = None if keep else self._thread_tuner()
-            steps = run_on_cpu(self, feeds, futures, keep, tuner, self._input_checker.last_key)
+            key = self._input_checker.last_key  # None: inputs not plain arrays, no tuning
+            tuner = None if keep or key is None else self._thread_tuner()
+            steps = run_on_cpu(self, feeds, futures, keep, tuner, key)
         else:
             self._outputs = {n: Tensor(n, f, owns_handle=True) for n, f in futures.items()}
             self._live.update(self._outputs.values())

@@ -165,3 +165,15 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         plan.alone = conv_blocked.alone_call(plan.blk, b, act[0], plan.params, x.shape, M)
     layer.__dict__["_cpu_conv_plan"] = plan
     return plan
+
+
+def kept_bytes(layer) -> int:
+    """Bytes a Conv layer's plan keeps between calls besides its weights: the phase planes
+    of the blocked and small-plane kernels (``conv_blocked.kept_planes``)."""
+    plan = layer.__dict__.get("_cpu_conv_plan")
+    kept = 0
+    for kernel_plan in (getattr(plan, "blk", None), getattr(plan, "sp", None)):
+        planes = getattr(kernel_plan, "xf", None)
+        if planes is not None:
+            kept += planes.nbytes
+    return kept

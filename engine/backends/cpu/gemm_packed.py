@@ -142,6 +142,16 @@ def packed(w: np.ndarray, trans: bool = False) -> np.ndarray:
     return bp
 
 
+def packed_bytes(w: np.ndarray) -> int:
+    """Bytes of the packed copies kept for ``w`` (``packed``; 0 when there are none)."""
+    kept = 0
+    for trans in (False, True):
+        hit = _packed.get((id(w), trans))
+        if hit is not None and hit[0]() is w:
+            kept += hit[1].nbytes
+    return kept
+
+
 def worth_packing(layer, w: np.ndarray, trans: bool = False, rows: int = 1 << 30) -> bool:
     """Whether a product with ``w`` should use the packed kernel: ``packable``, and either
     packed already or the very array this layer multiplied by on its previous call (a
