@@ -42,8 +42,6 @@ KEEP_MARGIN = 0.02
 CLEAR = 1.25
 #: settled as split (nothing to gain) when both medians are below this many seconds
 TINY_S = 3e-6
-
-
 #: input signatures whose tuning a worker keeps at once (a model fed a few shapes in turn)
 KEYS = 4
 
