@@ -152,8 +152,10 @@ class _Engine:
                 if taken:
                     _local.engine = was
                     self.busy = False
-                    with self.mutex:
-                        if self.queue:  # (an empty queue has nothing to wake the engine for)
+                    # an empty queue has nothing to wake the engine for; a job queued after
+                    # this look wakes it itself or is found by its polling, as always
+                    if self.queue:
+                        with self.mutex:
                             self.cond.notify_all()
 
     def stop(self) -> None:
@@ -164,6 +166,9 @@ class _Engine:
 
 def _get_engine() -> _Engine:
     global _engine
+    engine = _engine
+    if engine is not None:  # (made once; the lock is for the first call only)
+        return engine
     with _lock:
         if _engine is None:
             _engine = _Engine()

@@ -29,7 +29,7 @@ from engine.step_memo import holdable as memo_holdable
 from engine.step_memo import keepable as memo_keepable
 from engine.step_memo import key_of as memo_key
 from engine.step_memo import same_objects as memo_same
-from engine.tensor import Stored, free_released
+from engine.tensor import HostStored, Stored, free_released
 
 #: CPU kernels that read only their input's shape (a device input is not read back for them)
 META_ONLY = frozenset({"Shape", "Size"})
@@ -124,7 +124,7 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
             fut.set_exception(EngineError(f"tensor {name!r} was not computed"))
         else:
             value = values[name]
-            fut.set_result(Stored(cpu, value, meta_of(value)))
+            fut.set_result(HostStored(cpu, value))
 
 
 def _memo_step(memo: list, k: int, kind: int, fn, layer: Layer, args: list, constants):

@@ -14,7 +14,7 @@ import numpy as np
 from engine import executor
 from engine.errors import EngineError
 from engine.light_future import LightFuture
-from engine.ops.base import Meta
+from engine.ops.base import Meta, meta_of
 
 
 @dataclass(slots=True)
@@ -24,6 +24,22 @@ class Stored:
     backend: Any  # engine.backends.base.Backend
     handle: Any
     meta: Meta
+
+
+class HostStored:
+    """``Stored`` for a CPU run's array, its metadata made only when asked (most runs' outputs
+    are read as arrays and never asked for it)."""
+
+    __slots__ = ("backend", "handle", "_meta")
+
+    def __init__(self, backend: Any, handle: np.ndarray):
+        self.backend, self.handle, self._meta = backend, handle, None
+
+    @property
+    def meta(self) -> Meta:
+        if self._meta is None:
+            self._meta = meta_of(self.handle)
+        return self._meta
 
 
 #: outputs whose Tensor was garbage-collected; their handles are freed on the engine thread
