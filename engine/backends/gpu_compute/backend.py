@@ -18,6 +18,7 @@ import numpy as np
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
 from engine.backends.gpu_common.timestamps import Timestamps
+from engine.backends.gpu_compute.epilogues import EpilogueTable
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
 from engine.backends.gpu_compute.registry import KERNELS, Limits, limits_in_force
@@ -98,6 +99,7 @@ class GpuComputeBackend(Backend):
         self.replay = replay if replay is not None else \
             os.environ.get("ENGINE_GPU_REPLAY", "1") != "0"
         self._replays = Replays(self)
+        self.epilogues = EpilogueTable()
         self._closed = False
         #: peak device bytes of the plan (estimated by ``prepare``, then measured by runs)
         self.peak_memory_bytes: int | None = None
@@ -150,6 +152,11 @@ class GpuComputeBackend(Backend):
         value = self._constants.get(name)
         if value is None or meta is None or meta.value is not value:
             return None
+        return self.named_constant(name, kind, transform)
+
+    def named_constant(self, name: str, kind: str, transform) -> GpuTensor:
+        """``transform`` of model constant ``name`` on the device, uploaded once per kind."""
+        value = self._constants[name]
         key = (name, kind)
         hit = self._packed.get(key)
         if hit is not None and hit[0] is value:
@@ -261,6 +268,9 @@ class GpuComputeBackend(Backend):
         with limits_in_force(self.limits):
             return KERNELS.unsupported_reason(layer, metas)
 
+    def run_context(self, placement: dict, keep: set[str]) -> None:
+        self.epilogues.begin_run(placement, keep)
+
     def begin_run(self) -> None:
         if self._timestamps:
             self._timestamps.begin_run()
@@ -270,10 +280,13 @@ class GpuComputeBackend(Backend):
         kernel = KERNELS.lookup(layer)
         if kernel is None:
             raise KernelError(f"layer {layer.name!r}: GPU_COMPUTE has no {layer.op_type} kernel")
-        self._layer = layer.name
         if self._rec is not None:
             in_metas = self._rec.watch(layer, in_metas)
             self._rec.layer = layer.name
+        absorbed = self.epilogues.absorbed.pop(id(layer), None)
+        if absorbed is not None:  # recorded in its MatMul's epilogue (``epilogues``)
+            return [self.view(inputs[absorbed], out_metas[0].shape)]
+        self._layer = layer.name
         try:
             with limits_in_force(self.limits):
                 outs = kernel.fn(self, layer, inputs, in_metas, out_metas)
@@ -326,6 +339,7 @@ class GpuComputeBackend(Backend):
         from engine.backends.gpu_compute.planning import prepare_plan
 
         self._constants = dict(model.constants)
+        self.epilogues.use_model(model)
         prepare_plan(self, model, placement, progress, input_metas)
 
     def close(self) -> None:

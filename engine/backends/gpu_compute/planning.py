@@ -88,6 +88,7 @@ def walk(backend, model, placement, input_metas=None) -> DryRun:
         last[o.name] = len(model.layers)
     on_device: dict[str, GpuTensor] = {}
     backend._dry = dry
+    backend.run_context(placement, set())  # absorb the epilogues a run would absorb
     try:
         for index, layer in enumerate(model.layers):
             names = layer.all_inputs()

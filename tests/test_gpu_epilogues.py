@@ -1,0 +1,141 @@
+"""GPU_COMPUTE MatMul epilogues: a bias Add and an activation after it recorded in the MatMul's
+dispatch give onnxruntime's results, and are left as their own layers wherever absorbing them
+would change what a run shows (a captured product, a layer placed on the CPU, a bias that is
+not a row vector, a product with other users)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from engine import ModelLoader, Worker
+from engine.backends import BackendType
+from engine.backends.gpu_compute import epilogues
+
+GPU = BackendType.GPU_COMPUTE
+
+
+def _linear_model(rng, bias_shape=(24,), bias_first=False, act="Gelu", extra_user=False):
+    """x[batch, 8, 16] -> MatMul W[16, 24] -> Add bias -> act (Gelu, Relu or None)."""
+    w = rng.standard_normal((16, 24)).astype(np.float32)
+    b = rng.standard_normal(bias_shape).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm_layer"),
+             helper.make_node("Add", ["b", "mm"] if bias_first else ["mm", "b"], ["biased"],
+                              name="add_layer")]
+    outs = ["y"]
+    if act:
+        nodes.append(helper.make_node(act, ["biased"], ["y"], name="act_layer"))
+    else:
+        nodes[-1].output[0] = "y"
+    if extra_user:  # the product is read twice: nothing may be absorbed
+        nodes.append(helper.make_node("Neg", ["mm"], ["neg"], name="neg_layer"))
+        outs.append("neg")
+    graph = helper.make_graph(
+        nodes, "linear",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 16])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["batch", 8, 24]) for o in outs],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
+
+
+def _dispatching_layers(worker) -> list[str]:
+    """The layers that recorded GPU work in the worker's next run."""
+    backend, seen = worker._backend, []
+    original = backend.dispatch
+
+    def spy(*args, **kwargs):
+        if backend._dry is None:  # (planning walks the layers too, recording nothing)
+            seen.append(backend._layer)
+        return original(*args, **kwargs)
+
+    backend.dispatch = spy
+    return seen
+
+
+def _run(proto, feeds, capture=None, **options):
+    with Worker(ModelLoader.from_proto(proto), GPU, **options) as worker:
+        seen = _dispatching_layers(worker)
+        worker.schedule(feeds, capture=capture)
+        names = [o.name for o in worker.model.outputs] + list(capture or [])
+        outs = {n: worker.peek_output(n).download_to_array() for n in names}
+        placement = {n: p.backend for n, p in worker.placement.items()}
+    return outs, seen, placement
+
+
+def _reference(proto, feeds):
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+@pytest.mark.usefixtures("require_gpu")
+@pytest.mark.parametrize("bias_shape,bias_first,act", [
+    ((24,), False, "Gelu"), ((1, 1, 24), True, "Relu"), ((1,), False, None),
+    ((24,), True, "Sigmoid")])
+def test_absorbed_chain_matches_onnxruntime(rng, bias_shape, bias_first, act):
+    proto = _linear_model(rng, bias_shape, bias_first, act)
+    x = rng.standard_normal((3, 8, 16)).astype(np.float32)
+    outs, seen, _ = _run(proto, {"x": x})
+    np.testing.assert_allclose(outs["y"], _reference(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert seen == ["mm_layer"], seen  # one dispatch: the Add and the activation in it
+
+
+@pytest.mark.usefixtures("require_gpu")
+def test_captured_product_keeps_its_own_value(rng):
+    proto = _linear_model(rng)
+    x = rng.standard_normal((2, 8, 16)).astype(np.float32)
+    outs, seen, _ = _run(proto, {"x": x}, capture=["mm", "biased"])
+    w = numpy_helper.to_array(proto.graph.initializer[0]).astype(np.float64)
+    b = numpy_helper.to_array(proto.graph.initializer[1]).astype(np.float64)
+    np.testing.assert_allclose(outs["mm"], x.astype(np.float64) @ w, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(outs["biased"], x.astype(np.float64) @ w + b, rtol=1e-4,
+                               atol=1e-4)
+    np.testing.assert_allclose(outs["y"], _reference(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert seen.count("add_layer") == 1, seen
+
+
+@pytest.mark.usefixtures("require_gpu")
+def test_layers_placed_on_the_cpu_are_not_absorbed(rng):
+    proto = _linear_model(rng)
+    x = rng.standard_normal((2, 8, 16)).astype(np.float32)
+    outs, seen, placement = _run(proto, {"x": x}, placement_overrides={"act_layer": "cpu"})
+    assert placement["act_layer"] is BackendType.CPU
+    np.testing.assert_allclose(outs["y"], _reference(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert seen == ["mm_layer"], seen  # the Add still in the MatMul, the Gelu on the CPU
+
+    outs, seen, _ = _run(proto, {"x": x}, placement_overrides={"add_layer": "cpu"})
+    np.testing.assert_allclose(outs["y"], _reference(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    assert "add_layer" not in seen and "act_layer" in seen, seen
+
+
+@pytest.mark.usefixtures("require_gpu")
+@pytest.mark.parametrize("case", ["full_bias", "shared_product"])
+def test_other_shapes_run_unfused_and_correct(rng, case):
+    proto = _linear_model(rng, bias_shape=(8, 24)) if case == "full_bias" else \
+        _linear_model(rng, extra_user=True)
+    x = rng.standard_normal((2, 8, 16)).astype(np.float32)
+    outs, seen, _ = _run(proto, {"x": x})
+    refs = _reference(proto, {"x": x})
+    for name, ref in zip([o.name for o in proto.graph.output], refs):
+        np.testing.assert_allclose(outs[name], ref, rtol=1e-4, atol=1e-5)
+    assert "add_layer" in seen and "act_layer" in seen, seen
+
+
+def test_find_picks_row_biases_with_a_sole_user(rng):
+    """The chains found on the model alone (no adapter needed)."""
+    for kwargs, want in [({}, ("add_layer", "act_layer")),
+                         ({"act": "Clip"}, ("add_layer", None)),
+                         ({"bias_shape": (8, 24)}, None), ({"extra_user": True}, None)]:
+        model = ModelLoader.from_proto(_linear_model(rng, **kwargs))
+        chains = list(epilogues.find(model).values())
+        got = None if not chains else (chains[0].add.name,
+                                       chains[0].act.name if chains[0].act else None)
+        assert got == want, (kwargs, got)
+
+
+def test_model_output_product_is_not_absorbed(rng):
+    proto = _linear_model(rng)
+    proto.graph.output.append(
+        helper.make_tensor_value_info("mm", TensorProto.FLOAT, ["batch", 8, 24]))
+    assert not epilogues.find(ModelLoader.from_proto(proto))
