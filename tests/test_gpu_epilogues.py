@@ -1,7 +1,7 @@
-"""GPU_COMPUTE MatMul epilogues: a bias Add and an activation after it recorded in the MatMul's
-dispatch give onnxruntime's results, and are left as their own layers wherever absorbing them
-would change what a run shows (a captured product, a layer placed on the CPU, a bias that is
-not a row vector, a product with other users)."""
+"""GPU_COMPUTE MatMul epilogues: a scale, a bias Add and an activation after the MatMul recorded
+in its dispatch give onnxruntime's results, and are left as their own layers wherever absorbing
+them would change what a run shows (a captured product, a layer placed on the CPU, a bias that
+is not a row vector, a product with other users)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,23 @@ from engine.backends.gpu_compute import epilogues
 GPU = BackendType.GPU_COMPUTE
 
 
-def _linear_model(rng, bias_shape=(24,), bias_first=False, act="Gelu", extra_user=False):
-    """x[batch, 8, 16] -> MatMul W[16, 24] -> Add bias -> act (Gelu, Relu or None)."""
+def _linear_model(rng, bias_shape=(24,), bias_first=False, act="Gelu", extra_user=False,
+                  scale=None):
+    """x[batch, 8, 16] -> MatMul W[16, 24] -> (Mul or Div by a scalar) -> Add bias -> act
+    (Gelu, Relu or None)."""
     w = rng.standard_normal((16, 24)).astype(np.float32)
     b = rng.standard_normal(bias_shape).astype(np.float32)
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm_layer"),
-             helper.make_node("Add", ["b", "mm"] if bias_first else ["mm", "b"], ["biased"],
-                              name="add_layer")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"], name="mm_layer")]
+    inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")]
+    product = "mm"
+    if scale is not None:  # ("Mul" | "Div", the scalar's shape)
+        op, shape = scale
+        c = np.full(shape, rng.uniform(0.2, 3.0), np.float32)
+        nodes.append(helper.make_node(op, ["mm", "c"], ["scaled"], name="scale_layer"))
+        inits.append(numpy_helper.from_array(c, "c"))
+        product = "scaled"
+    nodes.append(helper.make_node("Add", ["b", product] if bias_first else [product, "b"],
+                                  ["biased"], name="add_layer"))
     outs = ["y"]
     if act:
         nodes.append(helper.make_node(act, ["biased"], ["y"], name="act_layer"))
@@ -36,7 +46,7 @@ def _linear_model(rng, bias_shape=(24,), bias_first=False, act="Gelu", extra_use
         nodes, "linear",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 16])],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["batch", 8, 24]) for o in outs],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+        inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
 
 
@@ -70,15 +80,39 @@ def _reference(proto, feeds):
 
 
 @pytest.mark.usefixtures("require_gpu")
-@pytest.mark.parametrize("bias_shape,bias_first,act", [
-    ((24,), False, "Gelu"), ((1, 1, 24), True, "Relu"), ((1,), False, None),
-    ((24,), True, "Sigmoid")])
-def test_absorbed_chain_matches_onnxruntime(rng, bias_shape, bias_first, act):
-    proto = _linear_model(rng, bias_shape, bias_first, act)
+@pytest.mark.parametrize("bias_shape,bias_first,act,scale", [
+    ((24,), False, "Gelu", None), ((1, 1, 24), True, "Relu", ("Div", ())),
+    ((1,), False, None, ("Mul", (1,))), ((24,), True, "Sigmoid", ("Div", (1, 1, 1)))])
+def test_absorbed_chain_matches_onnxruntime(rng, bias_shape, bias_first, act, scale):
+    proto = _linear_model(rng, bias_shape, bias_first, act, scale=scale)
     x = rng.standard_normal((3, 8, 16)).astype(np.float32)
     outs, seen, _ = _run(proto, {"x": x})
     np.testing.assert_allclose(outs["y"], _reference(proto, {"x": x})[0], rtol=1e-4, atol=1e-5)
-    assert seen == ["mm_layer"], seen  # one dispatch: the Add and the activation in it
+    assert seen == ["mm_layer"], seen  # one dispatch: the rest of the chain in it
+
+
+@pytest.mark.usefixtures("require_gpu")
+def test_attention_scores_scale_is_absorbed(rng):
+    """MatMul(q, k^T) / sqrt(d) then an Add of a runtime mask: the Div only."""
+    q = rng.standard_normal((1, 2, 6, 8)).astype(np.float32)
+    k = rng.standard_normal((1, 2, 8, 6)).astype(np.float32)
+    mask = np.where(rng.random((1, 1, 6, 6)) < 0.3, -1e4, 0).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["q", "k"], ["s"], name="mm_layer"),
+             helper.make_node("Div", ["s", "d"], ["scaled"], name="scale_layer"),
+             helper.make_node("Add", ["scaled", "mask"], ["masked"], name="add_layer"),
+             helper.make_node("Softmax", ["masked"], ["y"], axis=-1, name="softmax_layer")]
+    spec = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(v.shape))
+            for n, v in (("q", q), ("k", k), ("mask", mask))]
+    graph = helper.make_graph(nodes, "scores", spec,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                             [1, 2, 6, 6])],
+                              [numpy_helper.from_array(np.array(np.sqrt(8.0), np.float32),
+                                                       "d")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"q": q, "k": k, "mask": mask}
+    outs, seen, _ = _run(proto, feeds)
+    np.testing.assert_allclose(outs["y"], _reference(proto, feeds)[0], rtol=1e-4, atol=1e-6)
+    assert seen == ["mm_layer", "add_layer", "softmax_layer"], seen
 
 
 @pytest.mark.usefixtures("require_gpu")
@@ -122,15 +156,16 @@ def test_other_shapes_run_unfused_and_correct(rng, case):
     assert "add_layer" in seen and "act_layer" in seen, seen
 
 
-def test_find_picks_row_biases_with_a_sole_user(rng):
+def test_find_picks_scalars_row_biases_and_activations_with_a_sole_user(rng):
     """The chains found on the model alone (no adapter needed)."""
-    for kwargs, want in [({}, ("add_layer", "act_layer")),
-                         ({"act": "Clip"}, ("add_layer", None)),
-                         ({"bias_shape": (8, 24)}, None), ({"extra_user": True}, None)]:
+    for kwargs, want in [({}, ["add_layer", "act_layer"]),
+                         ({"act": "Clip"}, ["add_layer"]),
+                         ({"scale": ("Div", ())}, ["scale_layer", "add_layer", "act_layer"]),
+                         ({"scale": ("Div", (24,))}, []),  # not a scalar: the chain stops
+                         ({"bias_shape": (8, 24)}, []), ({"extra_user": True}, [])]:
         model = ModelLoader.from_proto(_linear_model(rng, **kwargs))
         chains = list(epilogues.find(model).values())
-        got = None if not chains else (chains[0].add.name,
-                                       chains[0].act.name if chains[0].act else None)
+        got = [step.layer.name for step in chains[0]] if chains else []
         assert got == want, (kwargs, got)
 
 

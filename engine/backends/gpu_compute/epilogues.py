@@ -1,13 +1,14 @@
-"""MatMul epilogues on GPU_COMPUTE: a bias Add, and an activation after it, recorded in the
-MatMul's own dispatch.
+"""MatMul epilogues on GPU_COMPUTE: a scale, a bias Add and an activation after a MatMul,
+recorded in the MatMul's own dispatch.
 
 Exporters write a linear layer on 3-D activations as MatMul, then Add of a bias vector, often
-then GELU (the import-time fusion turns only 2-D ones into Gemm): each of those layers was a
-dispatch re-reading and re-writing the whole product. The chains are found once per model
-(``find``); when the MatMul is recorded, ``EpilogueTable.take`` decides whether this run may
-absorb them (each absorbed layer placed on this backend and supported by it with these
-inputs, no absorbed tensor captured). The absorbed layers then record no work: their output
-is a view of the MatMul's, and their time is in the MatMul's.
+then GELU (the import-time fusion turns only 2-D ones into Gemm), and attention scores as
+MatMul then Div by sqrt(head size): each of those layers was a dispatch re-reading and
+re-writing the whole product. The chains are found once per model (``find``); when the
+MatMul is recorded, ``EpilogueTable.take`` decides how much of its chain this run absorbs
+(each absorbed layer placed on this backend and supported by it with these inputs, no
+tensor between them captured). The absorbed layers then record no work: their output is a
+view of the MatMul's, and their time is in the MatMul's.
 """
 
 from __future__ import annotations
@@ -22,57 +23,94 @@ from engine.ops.activations import UNARY_OPS, layer_params, shader_params
 from engine.ops.base import Meta
 
 _ONNX = ("", "ai.onnx")
+SCALE, BIAS, ACT = "scale", "bias", "act"
 
 
 @dataclass(frozen=True)
-class Epilogue:
-    """What follows a MatMul: ``add`` with the constant ``bias`` (a row vector: every dim but
-    the last is 1), then optionally the unary activation ``act``."""
+class Step:
+    """One layer of a chain: ``kind`` SCALE (Mul or Div of the product by the scalar constant
+    ``const``), BIAS (Add of the row-vector constant ``const``: every dim but the last is 1)
+    or ACT (a unary activation, ``const`` empty)."""
 
-    add: Layer
-    bias: str
-    act: Layer | None
+    kind: str
+    layer: Layer
+    const: str = ""
 
 
 def _activation_ok(layer: Layer) -> bool:
     rec = UNARY_OPS.get(layer.op_type)
     # matmul.wgsl's act() passes two parameters; Clip's bounds come from inputs
     return (rec is not None and rec.shader and len(rec.attrs) <= 2 and layer.op_type != "Clip"
-            and layer.domain in _ONNX and rec.unsupported(layer) is None)
+            and layer.domain in _ONNX and len(layer.inputs) == 1
+            and rec.unsupported(layer) is None)
 
 
-def find(model) -> dict[int, Epilogue]:
-    """The epilogue chain of each MatMul of ``model`` that has one, by ``id`` of the MatMul."""
+def _other(layer: Layer, y: str, ops: tuple[str, ...], constants) -> str | None:
+    """The constant operand of binary ``layer`` (one of ``ops``) applied to ``y``, or None.
+    A Div must divide ``y`` (y / c), not be divided by it."""
+    if layer.op_type not in ops or layer.domain not in _ONNX or len(layer.inputs) != 2 or \
+            layer.inputs.count(y) != 1 or (layer.op_type == "Div" and layer.inputs[0] != y):
+        return None
+    name = layer.inputs[1] if layer.inputs[0] == y else layer.inputs[0]
+    value = constants.get(name)
+    if not isinstance(value, np.ndarray) or value.dtype != np.float32:
+        return None
+    return name
+
+
+def find(model) -> dict[int, list[Step]]:
+    """The epilogue chain of each MatMul of ``model`` that has one, by ``id`` of the MatMul:
+    an optional scale, an optional bias, an optional activation, in that order."""
     users: dict[str, list[Layer]] = {}
     for layer in model.layers:
         for name in set(layer.all_inputs()):
             if name:
                 users.setdefault(name, []).append(layer)
     outputs = {o.name for o in model.outputs}
+    constants = model.constants
 
     def sole_user(name: str) -> Layer | None:
         found = users.get(name, [])
         return found[0] if len(found) == 1 and name not in outputs else None
 
-    chains: dict[int, Epilogue] = {}
+    chains: dict[int, list[Step]] = {}
     for layer in model.layers:
         if layer.op_type != "MatMul" or layer.domain not in _ONNX or len(layer.outputs) != 1:
             continue
-        y = layer.outputs[0]
-        add = sole_user(y)
-        if add is None or add.op_type != "Add" or add.domain not in _ONNX or \
-                len(add.inputs) != 2 or add.inputs.count(y) != 1:
-            continue
-        bias = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
-        value = model.constants.get(bias)
-        if not isinstance(value, np.ndarray) or value.dtype != np.float32 or value.ndim == 0 \
-                or any(d != 1 for d in value.shape[:-1]):
-            continue
-        act = sole_user(add.outputs[0])
-        if act is not None and (len(act.inputs) != 1 or not _activation_ok(act)):
-            act = None
-        chains[id(layer)] = Epilogue(add, bias, act)
+        y, steps = layer.outputs[0], []
+        nxt = sole_user(y)
+        if nxt is not None:
+            const = _other(nxt, y, ("Mul", "Div"), constants)
+            if const is not None and constants[const].size == 1:
+                steps.append(Step(SCALE, nxt, const))
+                y, nxt = nxt.outputs[0], sole_user(nxt.outputs[0])
+        if nxt is not None:
+            const = _other(nxt, y, ("Add",), constants)
+            value = constants.get(const) if const else None
+            if value is not None and value.ndim and all(d == 1 for d in value.shape[:-1]):
+                steps.append(Step(BIAS, nxt, const))
+                y, nxt = nxt.outputs[0], sole_user(nxt.outputs[0])
+        if nxt is not None and nxt.inputs[0] == y and _activation_ok(nxt):
+            steps.append(Step(ACT, nxt))
+        if steps:
+            chains[id(layer)] = steps
     return chains
+
+
+@dataclass
+class Taken:
+    """What a MatMul records of its chain: ``alpha`` scales the product, ``bias`` names the
+    constant added to it (or None), ``act`` is the activation layer after them (or None)."""
+
+    alpha: float = 1.0
+    bias: str | None = None
+    act: Layer | None = None
+
+    def activation(self) -> tuple[str, tuple[float, float, float]]:
+        """(op name, shader parameters) of the activation, for matmul.wgsl."""
+        if self.act is None:
+            return "Identity", (0.0, 0.0, 0.0)
+        return self.act.op_type, shader_params(layer_params(self.act))
 
 
 class EpilogueTable:
@@ -81,8 +119,8 @@ class EpilogueTable:
 
     def __init__(self):
         self._model = None
-        self._chains: dict[int, Epilogue] = {}
-        #: id(absorbed layer) -> index of its input that is the MatMul's (biased) product
+        self._chains: dict[int, list[Step]] = {}
+        #: id(absorbed layer) -> index of its input that is the MatMul's (scaled...) product
         self.absorbed: dict[int, int] = {}
         #: where each layer of the run being recorded runs, and the tensors it captures
         self.placement: dict | None = None
@@ -96,41 +134,40 @@ class EpilogueTable:
         self.absorbed.clear()
         self.placement, self.keep = placement, keep
 
-    def take(self, backend, layer: Layer, y_meta: Meta):
-        """The chain to record with ``layer`` (a MatMul whose product has ``y_meta``) as
-        (the bias constant's name, the activation layer or None), its layers marked
-        absorbed; None: record the MatMul alone."""
+    def take(self, backend, layer: Layer, y_meta: Meta) -> Taken | None:
+        """What to record with ``layer`` (a MatMul whose product has ``y_meta``), its layers
+        marked absorbed; None: record the MatMul alone."""
         chain = self._chains.get(id(layer))
-        if chain is None or self.placement is None:
+        if chain is None or self.placement is None or y_meta.dtype != np.float32:
             return None
-        bias = backend._constants.get(chain.bias)
+        taken, absorbed, y = Taken(), [], layer.outputs[0]
         N = y_meta.shape[-1] if y_meta.shape else 0
-        if bias is None or bias.shape[-1] not in (1, N) or \
-                bias.ndim > len(y_meta.shape) or y_meta.dtype != np.float32:
-            return None
-        steps = [(chain.add, [y_meta, Meta.of(bias)] if chain.add.inputs[0] == layer.outputs[0]
-                  else [Meta.of(bias), y_meta])]
-        if chain.act is not None:
-            steps.append((chain.act, [y_meta]))
-        taken = []
-        for step, metas in steps:
-            place = self.placement.get(step.name)
-            if place is None or place.backend is BackendType.CPU or \
-                    backend.supports(step, metas) is not None or \
-                    any(o in self.keep for o in step.inputs if o):
+        for step in chain:
+            value = backend._constants.get(step.const) if step.const else None
+            if step.const and value is None:
                 break
-            taken.append(step)
-        if not taken:
+            if step.kind == BIAS and (value.shape[-1] not in (1, N) or
+                                      value.ndim > len(y_meta.shape)):
+                break
+            metas = [y_meta] if value is None else \
+                [y_meta, Meta.of(value)] if step.layer.inputs[0] == y else [Meta.of(value), y_meta]
+            place = self.placement.get(step.layer.name)
+            if place is None or place.backend is BackendType.CPU or y in self.keep or \
+                    backend.supports(step.layer, metas) is not None:
+                break
+            if step.kind == SCALE:
+                c = float(value.reshape(-1)[0])
+                if step.layer.op_type == "Div" and c == 0.0:
+                    break  # (x / 0 is inf or NaN; 1 / 0 as a factor is not the same)
+                taken.alpha = c if step.layer.op_type == "Mul" else 1.0 / c
+            elif step.kind == BIAS:
+                taken.bias = step.const
+            else:
+                taken.act = step.layer
+            absorbed.append((step.layer, step.layer.inputs.index(y)))
+            y = step.layer.outputs[0]
+        if not absorbed:
             return None
-        for step in taken:
-            self.absorbed[id(step)] = step.inputs.index(layer.outputs[0]) \
-                if step is chain.add else 0
-        act = taken[1] if len(taken) > 1 else None
-        return chain.bias, act
-
-    @staticmethod
-    def activation(act: Layer | None) -> tuple[str, tuple[float, float, float]]:
-        """(op name, shader parameters) of an absorbed activation, for matmul.wgsl."""
-        if act is None:
-            return "Identity", (0.0, 0.0, 0.0)
-        return act.op_type, shader_params(layer_params(act))
+        for step_layer, index in absorbed:
+            self.absorbed[id(step_layer)] = index
+        return taken

@@ -234,13 +234,14 @@ def MatMul(ctx, layer, ins, metas, out_metas):
         # a shared B (x @ W over [..., rows, K]): the batches of A and C are contiguous rows,
         # so one matmul of count * M rows fills whole tiles instead of count thin ones
         M, count = M * count, 1
-    bias, act = None, ("Identity", (0.0, 0.0, 0.0))
-    chain = ctx.epilogues.take(ctx, layer, out_metas[0])
-    if chain is not None:  # the bias Add (and activation) after it, in this dispatch
-        name, act_layer = chain
-        row = ctx.named_constant(name, "row", lambda v: np.ascontiguousarray(v.reshape(-1)))
-        bias = Operand(row, 0, 0 if row.shape[0] == 1 else 1)
-        act = ctx.epilogues.activation(act_layer)
+    bias, alpha, act = None, 1.0, ("Identity", (0.0, 0.0, 0.0))
+    taken = ctx.epilogues.take(ctx, layer, out_metas[0])
+    if taken is not None:  # the scale, bias Add and activation after it, in this dispatch
+        if taken.bias is not None:
+            row = ctx.named_constant(taken.bias, "row",
+                                     lambda v: np.ascontiguousarray(v.reshape(-1)))
+            bias = Operand(row, 0, 0 if row.shape[0] == 1 else 1)
+        alpha, act = taken.alpha, taken.activation()
     matmul(ctx, Operand(ins[0], K, 1, a_batch), Operand(ins[1], N, 1, b_batch), y, M, N, K,
-           count, bias, act=act)
+           count, bias, alpha=alpha, act=act)
     return [y]
