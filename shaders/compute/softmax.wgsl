@@ -1,7 +1,9 @@
 // Softmax / LogSoftmax / Hardmax along one axis: one line (length L, stride inner) per
 // invocation. The output of each element is out_${OP} of the element v, the line's maximum
 // top (at index `at`), the sum of exp(v - top) and its log.
-struct Params { n: i32, L: i32, inner: i32, pad0: i32 }
+// zero: always 0 (a run-time zero: a +inf maximum times it is NaN, which a literal 0 would
+// let the compiler fold away)
+struct Params { n: i32, L: i32, inner: i32, zero: i32 }
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
@@ -27,14 +29,27 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let L = p.L;
     let inner = p.inner;
     let base = (i / inner) * L * inner + i % inner;
+    // the maximum and the sum of exp(v - maximum) in one pass, the sum rescaled when the
+    // maximum grows; a value equal to the maximum adds exp(0) = 1 (computed, exp(-inf - -inf)
+    // would be NaN before a finite maximum arrives)
     var top = x[base];
     var at = 0;
+    var sum = 1.0;
     for (var j = 1; j < L; j++) {
         let v = x[base + j * inner];
-        if (v > top) { top = v; at = j; }
+        if (v > top) {
+            sum = sum * exp(top - v) + 1.0;
+            top = v;
+            at = j;
+        } else if (v == top) {
+            sum += 1.0;
+        } else {
+            sum += exp(v - top);
+        }
     }
-    var sum = 0.0;
-    for (var j = 0; j < L; j++) { sum += exp(x[base + j * inner] - top); }
+    if (top > 3.4028235e38) {
+        sum = top * f32(p.zero);  // the spec's exp(inf - inf) in the sum: the row is NaN
+    }
     let lsum = log(sum);
     for (var j = 0; j < L; j++) {
         let v = x[base + j * inner];
