@@ -236,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="GPU backends: host us per layer (recording and submitting) and GPU ms")
     s.add_argument("--ceiling", action="store_true",
                    help="gpu-compute: each model's GFLOP/s as a share of the adapter's matmul "
-                        "ceiling, measured before and after the models")
+                        "ceiling, measured before and after each model")
     s.set_defaults(fn=cmd_bench)
     s = sub.add_parser("ops", help="supported operators per backend",
                        description="The ONNX operators each backend runs natively (generated "

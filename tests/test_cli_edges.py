@@ -201,8 +201,10 @@ def test_bench_ceiling_column_is_a_share_of_the_measured_matmul_ceiling(tmp_path
     proc = _cli("bench", path, "--backend", "gpu-compute", "--repeat", "2", "--ceiling")
     _no_traceback(proc)
     out = proc.stdout
-    ceiling = float(out.split("matmul ceiling of the adapter: ")[1].split()[0])
+    best = float(out.split("matmul ceiling of the adapter: ")[1].split()[0])
     row = [ln for ln in out.splitlines() if ln.split()[1:2] == ["gpu-compute"]][-1]  # table
     gflops = float(row.split()[5])  # model, backend, median, min, runs, GFLOP/s, ...
-    pct = float(row.split()[-1].rstrip("%"))
-    assert ceiling > 0 and abs(pct - 100 * gflops / ceiling) <= 1.0 + 0.01 * pct, out
+    ceiling, pct = float(row.split()[-2]), float(row.split()[-1].rstrip("%"))
+    # one model: its ceiling is the better of the measurements before and after it
+    assert ceiling > 0 and abs(ceiling - best) <= 0.01, out
+    assert abs(pct - 100 * gflops / ceiling) <= 1.0 + 0.01 * pct, out
