@@ -104,3 +104,36 @@ def test_pack_heads_matches_pack_panels(rng):
             assert packed.ctypes.data % 64 == 0
             for h in range(shape[0]):
                 np.testing.assert_array_equal(packed[h], pack_panels(view[h]))
+
+
+@pytest.mark.parametrize("split_rows", [False, True])
+@pytest.mark.parametrize("mode,mask_kind", [(kaf.MASK_NONE, None), (kaf.MASK_ADD, "shared"),
+                                            (kaf.MASK_ADD, "per_head"),
+                                            (kaf.MASK_KEEP, "shared")])
+def test_batched_heads_split_by_rows_match_float64(mode, mask_kind, split_rows, rng,
+                                                   monkeypatch):
+    """ViT-tiny's shape: 3 heads of 197 tokens on two threads, either two heads on one
+    thread and one on the other, or every head's query rows split in two."""
+    heads, rows, d = 3, 197, 64
+    q, k, v = _heads(rng, heads, rows, d, rows, d)
+    mask = None
+    if mode == kaf.MASK_ADD:
+        shape = (1, 1, rows, rows) if mask_kind == "shared" else (1, heads, rows, rows)
+        mask = np.where(rng.random(shape) < 0.3, -1e4, 0).astype(np.float32)
+    elif mode == kaf.MASK_KEEP:
+        mask = rng.random((rows, rows)) < 0.8
+        mask[:, 0] = True
+    monkeypatch.setattr(kaf, "SPLIT_ROWS", split_rows)
+    calls = []
+    monkeypatch.setattr(kaf, "_rows_of_heads",
+                        lambda *a, real=kaf._rows_of_heads: calls.append(a[-2:]) or real(*a))
+    before = threads.threads()
+    threads.set_threads(2)
+    try:
+        got = kaf.attention(q, k, v, 0.125, mask, mode, -np.inf, heads_last=True)
+    finally:
+        threads.set_threads(before)
+    want = np.swapaxes(_reference(q, k, v, 0.125, mask, mode, -np.inf), 1, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+    # the row halves cover every row once, or the path was not taken
+    assert sorted(calls) == ([(0, 98), (98, 197)] if split_rows else [])
