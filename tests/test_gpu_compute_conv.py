@@ -31,6 +31,8 @@ CONV = [
     ((2, 36, 3, 5), (8, 18, 1, 1), {"group": 2}),
     # few output channels (conv_rows.wgsl on CPU adapters): two images, M not a multiple of 4
     ((2, 5, 9, 23), (6, 5, 3, 3), {"pads": [1, 0, 1, 2]}),
+    # ... and at stride 2 (a 3-channel stem with 8 outputs: rows under im2col as well)
+    ((1, 3, 17, 19), (8, 3, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
     # depthwise (conv_depthwise.wgsl): widths not a multiple of its 4-output runs, asymmetric
     # pads, strides, a channel multiplier, 1-D, and a dilation (conv_direct.wgsl)
     ((2, 5, 9, 11), (5, 1, 5, 5), {"group": 5, "pads": [2, 1, 2, 3]}),

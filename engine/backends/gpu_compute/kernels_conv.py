@@ -166,8 +166,11 @@ def _rows_pay(geo: Geometry2D, M: int) -> bool:
     back K*P values for 2*M*K*P FLOPs, which weighs most with few output channels. Measured
     on lavapipe (GPU ms, im2col -> rows, 8 outputs a row): 16->64 @55 k3 13.0 -> 11.6,
     48->32 @40 8.7 -> 8.4, 24->6 @160 17.4 -> 17.2; slower from 128 channels (32->128 @27
-    11.6 -> 13.0) and at strides > 1 (16->32 @160 s2 15.6 -> 20.4)."""
-    return geo.strides[1] == 1 and M <= 64
+    11.6 -> 13.0) and at strides > 1 (16->32 @160 s2 15.6 -> 20.4), except with at most 8
+    output channels, where the matmul has one or two rows of tiles (3x3/2, two runs each:
+    3->8 @640 22.5/21.3 -> 13.9/11.9, 8->8 @160 3.5/3.4 -> 1.7/1.4, 4->4 @320 5.7/6.2 ->
+    2.1/2.3, 32->8 @80 3.2/2.9 -> 2.0/2.0)."""
+    return M <= 64 and geo.strides[1] == 1 or M <= 8
 
 
 def _quad_weights(ctx, layer, ins, w, M: int):
