@@ -214,9 +214,8 @@ def _heads_last(out: np.ndarray) -> np.ndarray:
 
 
 def _batched(q3, k3, v3, o3, scale32, full_mask, mask3, mode, fill32, n, L, M, dk):
-    """All heads at once, split into one run of heads a thread (see ``BATCHED_BYTES``)."""
-    scores = np.empty((n, L, M), np.float32)
-    inv = np.empty((n, L), np.float32)
+    """All heads at once, split into one run of heads a thread (see ``BATCHED_BYTES``), or
+    into every head's rows when the heads do not divide over the threads (``SPLIT_ROWS``)."""
     add3 = np.zeros((1, 1, 1), np.float32)
     keep3 = np.zeros((1, 1, 1), bool)
     shared = mask3 is not None
@@ -225,6 +224,16 @@ def _batched(q3, k3, v3, o3, scale32, full_mask, mask3, mode, fill32, n, L, M, d
         # (BERT's: 256 KB a call)
         m3 = mask3 if shared else np.ascontiguousarray(full_mask).reshape(n, L, M)
         add3, keep3 = (m3, keep3) if mode == MASK_ADD else (add3, m3)
+    nt = threads()
+    split = n * L * M * dk >= CHUNK_MACS and nt > 1
+    if split and n % nt and SPLIT_ROWS and L >= 2 * nt:
+        # (ViT-tiny's 3 heads on 2 threads: two heads on one, one on the other)
+        parallel_for(lambda lo, hi: _rows_of_heads(q3, k3, v3, o3, scale32, add3, keep3,
+                                                   fill32, mode, L * lo // nt, L * hi // nt),
+                     nt, grain=1)
+        return
+    scores = np.empty((n, L, M), np.float32)
+    inv = np.empty((n, L), np.float32)
 
     def run(lo: int, hi: int) -> None:
         s = scores[lo:hi]
@@ -235,16 +244,10 @@ def _batched(q3, k3, v3, o3, scale32, full_mask, mask3, mode, fill32, n, L, M, d
         np.matmul(s, v3[lo:hi], out=o3[lo:hi])
         scale_rows_heads(o3[lo:hi], inv[lo:hi])
 
-    macs = n * L * M * dk
-    nt = threads()
-    if macs < CHUNK_MACS or nt <= 1:
-        run(0, n)
-    elif n % nt == 0 or not SPLIT_ROWS or L < 2 * nt:
+    if split:
         parallel_for(run, n, grain=max(1, n // nt))
-    else:  # (ViT-tiny's 3 heads on 2 threads: two heads on one, one on the other)
-        parallel_for(lambda lo, hi: _rows_of_heads(q3, k3, v3, o3, scale32, add3, keep3,
-                                                   fill32, mode, L * lo // nt, L * hi // nt),
-                     nt, grain=1)
+    else:
+        run(0, n)
 
 
 #: heads that do not divide evenly over the threads split every head's query rows instead
