@@ -71,15 +71,25 @@ def pack(w: np.ndarray, bias) -> tuple[np.ndarray, np.ndarray]:
 
 @njit(**_OPTS)
 def _interleave(x, cb, xi, ph, pw, Wp, flat):
-    """Channels ``cb * 16 ...`` of x (C, H, W) into the interior of xi ([Hp][Wp][16], its
-    border zero); channels past C stay zero. A whole block goes through ``flat``
-    ([H * W][16] scratch) in 16 x 16 register transposes, then row by row into place."""
+    """Channels ``cb * 16 ...`` of x (C, H, W) into the interior of xi ([Hp][Wp][16]);
+    channels past C are written as zeros. Rows of 16 pixels or more go straight into place
+    in 16 x 16 register transposes (a row's last 16 pixels overlap the ones before when its
+    width is not a multiple of 16); narrower planes go through ``flat`` ([H * W][16]
+    scratch), transposed whole, then row by row into place."""
     C, H, W = x.shape
     n = min(L, C - cb * L)
     c0 = cb * L
     HW = H * W
     if n == L:
         xf = x.reshape(-1)
+        if W >= L:
+            for y in range(H):
+                d, s = ((y + ph) * Wp + pw) * L, c0 * HW + y * W
+                for t0 in range(0, W - L + 1, L):
+                    vtranspose16(xf, s + t0, HW, xi, d + t0 * L, L)
+                if W % L:
+                    vtranspose16(xf, s + W - L, HW, xi, d + (W - L) * L, L)
+            return
         whole = HW - HW % L
         for p0 in range(0, whole, L):
             vtranspose16(xf, c0 * HW + p0, HW, flat, p0 * L, L)
@@ -97,6 +107,21 @@ def _interleave(x, cb, xi, ph, pw, Wp, flat):
             px = row[t * L:t * L + L]
             for l in range(n):
                 px[l] = x[c0 + l, y, t]
+            for l in range(n, L):
+                px[l] = 0
+
+
+@njit(**_OPTS)
+def _zero_border(xi, H, W, ph, pw, Wp):
+    """Zero what ``_interleave`` never writes in xi: the rows above and below the interior,
+    the columns left and right of it, and the slack after the last row."""
+    top, below = ph * Wp * L, (ph + H) * Wp * L
+    xi[:top] = 0
+    xi[below:] = 0
+    for y in range(ph, ph + H):
+        r = y * Wp * L
+        xi[r:r + pw * L] = 0
+        xi[r + (pw + W) * L:r + Wp * L] = 0
 
 
 @njit(**_OPTS)
@@ -112,10 +137,11 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
                                                                   + (kw - 1) * dw + 1)
     T = kh * kw
     # a row's last tile reads up to TW - 1 outputs past the row: junk lanes, dropped
-    xi = np.zeros((Hp * Wp + TW * sw + 1) * L, np.float32)
+    xi = np.empty((Hp * Wp + TW * sw + 1) * L, np.float32)
+    _zero_border(xi, H, W, ph, pw, Wp)
     sc = np.empty(L * P + TW * L, np.float32)
     il = np.empty((P + TW) * L, np.float32)  # a block's outputs as [P][16]
-    flat = np.empty(H * W * L, np.float32)  # a block's input as [H * W][16]
+    flat = np.empty(H * W * L if W < L else 0, np.float32)  # a block's input as [H * W][16]
     out2 = out.reshape(C, P)
     has_res = res.shape[0] > 0
     res2 = res.reshape(res.shape[0], -1)
