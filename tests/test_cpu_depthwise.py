@@ -124,13 +124,11 @@ def test_depthwise_nan_inf(rng, s):
 
 def test_depthwise_rule(rng, monkeypatch):
     """The 16-channel kernel takes multiplier-1 layers with at most MAX_POSITIONS outputs,
-    5x5 and larger kernels, strided ones with MIN_STRIDED_CHANNELS channels or more, and
-    strided ones in whole blocks of 16 channels up to MAX_STRIDED_POSITIONS outputs."""
+    5x5 and larger kernels, and strided ones with MIN_STRIDED_CHANNELS channels or more."""
     monkeypatch.undo()
     for side, c, k, s, mult, kind in ((7, 24, 3, 1, 1, "dw16"), (28, 24, 3, 1, 1, "dw16"),
                                       (40, 24, 3, 1, 1, "depthwise"), (40, 24, 5, 1, 1, "dw16"),
                                       (80, 32, 3, 2, 1, "dw16"), (80, 24, 3, 2, 1, "depthwise"),
-                                      (80, 16, 3, 2, 1, "dw16"), (160, 16, 3, 2, 1, "depthwise"),
                                       (7, 24, 3, 1, 2, "depthwise")):
         p = k // 2
         layer, x, wt, b = _case(rng, c, side, side, (k, k), (s, s), (1, 1), (p, p, p, p),

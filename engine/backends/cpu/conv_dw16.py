@@ -40,10 +40,6 @@ CHUNK_MACS = 1_000_000
 MAX_POSITIONS = 784
 #: fewest channels for a strided 3x3 layer on a larger plane to run here
 MIN_STRIDED_CHANNELS = 32
-#: fewer channels, whole blocks of 16: strided layers with up to this many output positions
-#: run here (16 channels 3x3/2 from 112x112: 47-57 against 64-74 us; from 160x160, whose
-#: interleaved block outgrows the core's cache, 157 against 122)
-MAX_STRIDED_POSITIONS = 4096
 #: use this kernel where ``wanted`` says so (False: the other kinds; tests and benchmarks)
 ENABLED = True
 
@@ -55,15 +51,12 @@ def wanted(C: int, M: int, out_shape, kernel=(3, 3), strides=(1, 1)) -> bool:
     us, 192 channels 7x7 on 28x28 726 -> 196 us, 240 channels 3x3 on 28x28 127 -> 104 us),
     and strided 3x3 ones with 32 channels or more (64 channels on 56x56 71 -> 65 us);
     stride-1 3x3 layers on larger planes stay (64 channels on 56x56: 104 against 110 us
-    here); 16 channels 3x3/2 run here up to ``MAX_STRIDED_POSITIONS`` outputs."""
+    here), as do 16 channels 3x3/2 on 112x112 (62 against 89)."""
     if not ENABLED or M != C:
         return False
     if int(np.prod(out_shape)) <= MAX_POSITIONS or int(np.prod(kernel)) >= 25:
         return True
-    if max(strides) == 1:
-        return False
-    return C >= MIN_STRIDED_CHANNELS or (C % L == 0
-                                         and int(np.prod(out_shape)) <= MAX_STRIDED_POSITIONS)
+    return max(strides) > 1 and C >= MIN_STRIDED_CHANNELS
 
 
 def pack(w: np.ndarray, bias) -> tuple[np.ndarray, np.ndarray]:
