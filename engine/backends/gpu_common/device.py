@@ -15,6 +15,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from engine.backends.gpu_common.readback import Reader
 from engine.errors import BackendUnavailableError, GPUError
 
 #: optional features used when the adapter has them
@@ -84,6 +85,7 @@ class GpuDevice:
             self.device = adapter.request_device_sync(
                 required_features=sorted(self.features), required_limits=required_limits)
         self.queue = self.device.queue
+        self.reader = Reader(wgpu, self.device)
         self.lost_reason: str | None = None
 
     @staticmethod
@@ -111,44 +113,28 @@ class GpuDevice:
     # -- buffers and readback ---------------------------------------------------------------
     def map_staging_async(self, staging, convert) -> Future:
         """Map ``staging`` (a MAP_READ buffer that submitted work fills); the future gets
-        ``convert(bytes)``.
-
-        A short-lived helper thread waits on wgpu's promise and then reads and unmaps the
-        buffer, which nothing else touches, so the caller can poll ``future.done()`` without
-        blocking and without an event loop.
-        """
-        fut: Future = Future()
+        ``convert(bytes)``, a copy of the buffer's data. The map is waited for off the calling
+        thread (``readback.Reader``), so the caller can poll ``future.done()`` without
+        blocking and without an event loop."""
         with gpu_errors("reading back from the GPU"):
-            promise = staging.map_async(self.wgpu.MapMode.READ)
-
-        def wait():
-            try:
-                promise.sync_wait()
-                raw = staging.read_mapped(copy=True)
-                staging.unmap()
-                fut.set_result(convert(raw))
-            except Exception as exc:  # delivered to whoever waits on the readback
-                fut.set_exception(GPUError(f"GPU readback failed: {exc}"))
-
-        threading.Thread(target=wait, name="gpu-readback", daemon=True).start()
-        return fut
+            return self.reader.read(staging, convert)
 
     def read_buffer_async(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
                           offset: int = 0) -> Future:
         """Copy ``src`` to a staging buffer now and map it; the future gets the array."""
-        wgpu = self.wgpu
         size = max(4, (nbytes + 3) // 4 * 4)
         with gpu_errors("reading a tensor back"):
-            staging = self.device.create_buffer(
-                size=size, usage=wgpu.BufferUsage.MAP_READ | wgpu.BufferUsage.COPY_DST)
+            staging = self.reader.staging(size)
             enc = self.device.create_command_encoder()
             enc.copy_buffer_to_buffer(src, offset, staging, 0, size)
             self.queue.submit([enc.finish()])
 
         def convert(raw) -> np.ndarray:
+            # ``raw`` is the mapped memory itself: the copy is the only one made
             return np.frombuffer(raw, dtype=np.uint8)[:nbytes].view(dtype).reshape(shape).copy()
 
-        return self.map_staging_async(staging, convert)
+        with gpu_errors("reading back from the GPU"):
+            return self.reader.read(staging, convert, reuse=True, copy=False)
 
     def read_buffer(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
                     offset: int = 0) -> np.ndarray:
