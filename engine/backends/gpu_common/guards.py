@@ -8,6 +8,8 @@ replayed run computes the conditions again and, if any differs, runs the normal 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from engine.backends.base import BackendType
@@ -64,14 +66,20 @@ def guards_hold(guards: list[tuple[str, bool]], values: dict) -> bool:
     return True
 
 
-def host_values(worker, prefix: list, constants: dict, feeds: dict) -> dict:
-    """The inputs and the values of the host prefix's layers computed from them."""
+def host_values(worker, prefix: list, constants: dict, feeds: dict,
+                times: dict | None = None) -> dict:
+    """The inputs and the values of the host prefix's layers computed from them; ``times``
+    (when given) gets each layer's milliseconds by name."""
     values, cpu = dict(feeds), worker._cpu
+    clock = time.perf_counter
     for layer in prefix:
+        t0 = clock()
         args = [None if not n else values[n] if n in values else constants[n]
                 for n in layer.all_inputs()]
         outs = cpu.run_layer(layer, args, [None if a is None else meta_of(a) for a in args])
         values.update((n, v) for n, v in zip(layer.outputs, outs) if n)
+        if times is not None:
+            times[layer.name] = (clock() - t0) * 1e3
     return values
 
 

@@ -58,6 +58,7 @@ class Replay:
         self.last_times: dict[str, float] | None = None  # GPU ms of the last sampled run
         self._since_sample = SAMPLE_EVERY
         self._reading: Future | None = None
+        self.prefix_ms: dict[str, float] = {}  # the last run's prefix times (ms)
         self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in model.layers]
         self._arena: list = []  # pool allocations held by the replay
@@ -70,9 +71,11 @@ class Replay:
     def inputs_for(self, worker, feeds: dict) -> dict | None:
         """``feeds`` and the host prefix's values, or None when an ``If`` would take
         another branch than the recorded run."""
+        self.prefix_ms = {}
         if not self.guards:
             return feeds
-        values = host_values(worker, self.prefix, self.model.constants, feeds)
+        values = host_values(worker, self.prefix, self.model.constants, feeds,
+                             self.prefix_ms)
         return values if guards_hold(self.guards, values) else None
 
     def release(self) -> None:
@@ -129,7 +132,8 @@ class Replay:
         if sample:
             self._reading = self._read_stamps()
             backend._timestamps.add(self._reading)
-        publish_replayed_profile(worker, self.layers, self.last_times, t_run)
+        publish_replayed_profile(worker, self.layers, self.last_times, t_run,
+                                 self.prefix_ms)
         for layer, _ in self.layers:
             yield layer
 

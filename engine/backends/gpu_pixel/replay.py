@@ -48,6 +48,7 @@ class PixelReplay:
         r = self.r = backend.r
         self.backend = backend
         self.prefix = list(rec.prefix)  # CPU layers run again on each run's inputs
+        self.prefix_ms: dict[str, float] = {}  # the last run's prefix times
         self.guards = rec.guards  # (condition, branch taken) of each If
         self.constants = rec.model.constants
         self.layers = [(layer, BackendType.CPU if rec.plan.placement[layer.name].backend
@@ -144,9 +145,10 @@ class PixelReplay:
     def inputs_for(self, worker, feeds: dict) -> dict | None:
         """``feeds`` and the host prefix's values, or None when an ``If`` would take
         another branch than the recorded run."""
+        self.prefix_ms = {}
         if not self.prefix:
             return feeds
-        values = host_values(worker, self.prefix, self.constants, feeds)
+        values = host_values(worker, self.prefix, self.constants, feeds, self.prefix_ms)
         return values if guards_hold(self.guards, values) else None
 
     def run(self, worker, values: dict, futures: dict[str, Future]):
@@ -192,7 +194,8 @@ class PixelReplay:
         if sample:
             self._reading = self._read_stamps()
             r.add_timings(self._reading)
-        publish_replayed_profile(worker, self.layers, self.last_times, t_run)
+        publish_replayed_profile(worker, self.layers, self.last_times, t_run,
+                                 self.prefix_ms)
         for layer, _ in self.layers:
             yield layer
 
