@@ -359,6 +359,32 @@ def _fusion_models(rng):
          n("LeakyRelu", ["a"], ["y"], alpha=0.3)],
         [("x", F, [3, 6])], [("y", F, [3, 4])], [("w", r(6, 4)), ("b", r(4))]), \
         {"matmul_add": 1, "activation": 1}
+    # ConvNeXt's layer scale: MatMul on 4-D activations, bias row, per-column Mul
+    yield "matmul_bias_layer_scale", make_model(
+        [n("MatMul", ["x", "w"], ["mm"]), n("Add", ["b", "mm"], ["a"]),
+         n("Mul", ["g", "a"], ["y"])],
+        [("x", F, [1, 3, 5, 6])], [("y", F, [1, 3, 5, 4])],
+        [("w", r(6, 4)), ("b", r(4)), ("g", r(4))]), {"matmul_scale": 1}
+    # a scalar scale straight after a 2-D MatMul, then a bias: scale folded, then Gemm
+    yield "matmul_scalar_scale", make_model(
+        [n("MatMul", ["x", "w"], ["mm"]), n("Mul", ["mm", "s"], ["ms"]),
+         n("Add", ["ms", "b"], ["y"])],
+        [("x", F, [3, 6])], [("y", F, [3, 4])],
+        [("w", r(6, 4)), ("s", np.array(0.37, np.float32)), ("b", r(1, 4))]), \
+        {"matmul_scale": 1, "matmul_add": 1}
+    # not a column scale (varies along rows; would broadcast to a higher rank; the bias
+    # is a full matrix): nothing folded
+    yield "matmul_row_scale", make_model(
+        [n("MatMul", ["x", "w"], ["mm"]), n("Mul", ["mm", "g"], ["y"])],
+        [("x", F, [3, 6])], [("y", F, [3, 4])], [("w", r(6, 4)), ("g", r(3, 1))]), {}
+    yield "matmul_rank_growing_scale", make_model(
+        [n("MatMul", ["x", "w"], ["mm"]), n("Mul", ["mm", "g"], ["y"])],
+        [("x", F, [3, 6])], [("y", F, [1, 3, 4])], [("w", r(6, 4)), ("g", r(1, 1, 4))]), {}
+    yield "matmul_matrix_bias_scale", make_model(
+        [n("MatMul", ["x", "w"], ["mm"]), n("Add", ["mm", "b"], ["a"]),
+         n("Mul", ["a", "g"], ["y"])],
+        [("x", F, [1, 3, 6])], [("y", F, [1, 3, 4])],
+        [("w", r(6, 4)), ("b", r(3, 4)), ("g", r(4))]), {}
     # the Conv output is also a graph output: nothing may be fused
     yield "no_fuse_output", make_model(
         [n("Conv", ["x", "w"], ["c"]), n("Relu", ["c"], ["y"])],
@@ -373,7 +399,8 @@ def test_fusion_preserves_results(rng):
         ).astype(np.float32)
         fused = ModelLoader.from_proto(proto)
         plain = ModelLoader.from_proto(proto, optimize=False)
-        for key in ("conv_bn", "conv_affine", "bn_affine", "activation", "matmul_add"):
+        for key in ("conv_bn", "conv_affine", "bn_affine", "activation", "matmul_add",
+                    "matmul_scale"):
             assert fused.pass_stats.get(key, 0) == counts.get(key, 0), (name, key,
                                                                         fused.pass_stats)
         results = []

@@ -1,7 +1,8 @@
 """Import-time fusion: fold BatchNormalization and per-channel Mul/Add into Conv weights, fold
 per-channel Mul/Add into a BatchNormalization, fuse an activation into Conv/Gemm (SiLU as
-exporters write it, Sigmoid then Mul by the same input, as the activation Swish), turn 2-D
-MatMul+Add into Gemm.
+exporters write it, Sigmoid then Mul by the same input, as the activation Swish), fold a
+constant per-column scale after a MatMul (and its bias) into its weights (``fusion_scale``),
+turn 2-D MatMul+Add into Gemm.
 
 A layer with a fused activation keeps its ONNX op type (``Conv``/``Gemm``) and gets the
 attributes ``activation`` (the ONNX op name, e.g. ``"Relu"``) and ``activation_params``
@@ -17,6 +18,7 @@ import numpy as np
 
 from engine.model import Layer, Model
 from engine.ops.activations import ACTIVATIONS
+from engine.passes.fusion_scale import fold_column_scale
 
 
 def apply_activation(y: np.ndarray, name: str | None, params) -> np.ndarray:
@@ -52,7 +54,7 @@ class _Fuser:
         self.m = model
         self.outputs = {o.name for o in model.outputs}
         self.counts = {"conv_bn": 0, "conv_affine": 0, "bn_affine": 0, "activation": 0,
-                       "matmul_add": 0}
+                       "matmul_add": 0, "matmul_scale": 0}
         self.removed: set[int] = set()
         self._index()
 
@@ -268,6 +270,7 @@ class _Fuser:
             if id(layer) in self.removed or layer.domain not in ("", "ai.onnx"):
                 continue
             if layer.op_type == "MatMul":
+                fold_column_scale(self, layer)
                 self.matmul_add(layer)
             if layer.op_type == "Conv":
                 while self.fold_into_conv(layer):
