@@ -385,6 +385,37 @@ def _fusion_models(rng):
          n("Mul", ["a", "g"], ["y"])],
         [("x", F, [1, 3, 6])], [("y", F, [1, 3, 4])],
         [("w", r(6, 4)), ("b", r(3, 4)), ("g", r(4))]), {}
+    # HardSwish and HardSigmoid written out as exporters before opset 14 do
+    three, six = np.array(3.0, np.float32), np.array(6.0, np.float32)
+    yield "conv_hardswish_written", make_model(
+        [n("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]), n("Add", ["c", "three"], ["a"]),
+         n("Clip", ["a", "zero", "six"], ["cl"]), n("Mul", ["cl", "c"], ["m"]),
+         n("Div", ["m", "six"], ["y"])],
+        [("x", F, [1, 3, 6, 6])], [("y", F, [1, 4, 6, 6])],
+        [("w", r(4, 3, 3, 3)), ("b", r(4)), ("three", three), ("six", six),
+         ("zero", np.array(0.0, np.float32))]), {"hard_activation": 1}
+    yield "gemm_hardswish_mul_sixth", make_model(
+        [n("Gemm", ["x", "w", "b"], ["c"]), n("Add", ["three", "c"], ["a"]),
+         n("Clip", ["a", "zero", "six"], ["cl"]), n("Mul", ["c", "cl"], ["m"]),
+         n("Mul", ["m", "sixth"], ["y"])],
+        [("x", F, [2, 6])], [("y", F, [2, 5])],
+        [("w", r(6, 5)), ("b", r(5)), ("three", three), ("six", six),
+         ("zero", np.array(0.0, np.float32)), ("sixth", np.array(1 / 6, np.float32))]), \
+        {"hard_activation": 1}
+    yield "conv_hardsigmoid_written", make_model(
+        [n("Conv", ["x", "w"], ["c"]), n("Add", ["c", "three"], ["a"]),
+         n("Clip", ["a", "zero", "six"], ["cl"]), n("Div", ["cl", "six"], ["y"])],
+        [("x", F, [1, 3, 5, 5])], [("y", F, [1, 2, 5, 5])],
+        [("w", r(2, 3, 1, 1) * 4), ("three", three), ("six", six),
+         ("zero", np.array(0.0, np.float32))]), {"hard_activation": 1}
+    # other bounds: not a HardSwish (the Add then folds into the Conv's bias, the Clip fuses)
+    yield "conv_clip_0_5_not_hardswish", make_model(
+        [n("Conv", ["x", "w"], ["c"]), n("Add", ["c", "three"], ["a"]),
+         n("Clip", ["a", "zero", "five"], ["cl"]), n("Mul", ["cl", "c"], ["m"]),
+         n("Div", ["m", "six"], ["y"])],
+        [("x", F, [1, 3, 5, 5])], [("y", F, [1, 2, 5, 5])],
+        [("w", r(2, 3, 1, 1) * 4), ("three", three), ("six", six),
+         ("zero", np.array(0.0, np.float32)), ("five", np.array(5.0, np.float32))]), {}
     # the Conv output is also a graph output: nothing may be fused
     yield "no_fuse_output", make_model(
         [n("Conv", ["x", "w"], ["c"]), n("Relu", ["c"], ["y"])],
@@ -400,7 +431,7 @@ def test_fusion_preserves_results(rng):
         fused = ModelLoader.from_proto(proto)
         plain = ModelLoader.from_proto(proto, optimize=False)
         for key in ("conv_bn", "conv_affine", "bn_affine", "activation", "matmul_add",
-                    "matmul_scale"):
+                    "matmul_scale", "hard_activation"):
             assert fused.pass_stats.get(key, 0) == counts.get(key, 0), (name, key,
                                                                         fused.pass_stats)
         results = []

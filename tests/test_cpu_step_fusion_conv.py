@@ -1,5 +1,7 @@
-"""Exported HardSwish / HardSigmoid chains after a Conv, fused into its epilogue by the CPU
-plan (``step_fusion_conv``), against onnxruntime on fresh random data, NaN and Inf included."""
+"""Exported HardSwish / HardSigmoid chains after a Conv, fused into its epilogue (written out
+with ``+ 3``: by the import pass, ``passes.fusion_hswish``; ``Clip(0, c) / c``: by the CPU
+plan, ``step_fusion_conv``), against onnxruntime on fresh random data, NaN and Inf
+included."""
 
 from __future__ import annotations
 
@@ -42,15 +44,31 @@ def test_exported_hardswish_fused(rng, k, group, bias):
     inits = _inits(rng, m=m, k=k, group=group)
     if not bias:
         del inits["b"]
-    _check(_model(_hswish_nodes(k, group, bias), inits), {"x": _x(rng)}, 1)
+    proto = _model(_hswish_nodes(k, group, bias), inits)
+    layers = ModelLoader.from_proto(proto).layers
+    assert [(la.op_type, la.attr("activation")) for la in layers] == [("Conv", "HardSwish")]
+    _check(proto, {"x": _x(rng)}, 0)
+    _check(proto, {"x": _x(rng)}, 0, optimize=False)  # as written, layer by layer
 
 
-def test_exported_hardsigmoid_clip_div_fused(rng):
-    """Conv -> Add 3 -> Clip(0, 6) -> Div 6: the import pass folds the Add into the bias
-    and fuses the Clip; the CPU plan then takes the Div into the epilogue."""
+def test_exported_hardsigmoid_fused_at_import(rng):
+    """Conv -> Add 3 -> Clip(0, 6) -> Div 6: the import pass makes it the Conv's
+    HardSigmoid(1/6, 1/2)."""
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], kernel_shape=[1, 1]),
              helper.make_node("Add", ["t", "three"], ["a"]),
              helper.make_node("Clip", ["a", "zero", "six"], ["c"]),
+             helper.make_node("Div", ["c", "six"], ["y"])]
+    proto = _model(nodes, _inits(rng, k=1))
+    layers = ModelLoader.from_proto(proto).layers
+    assert [(la.op_type, la.attr("activation")) for la in layers] == [("Conv", "HardSigmoid")]
+    _check(proto, {"x": _x(rng)}, 0)
+
+
+def test_clip_div_fused_by_the_cpu_plan(rng):
+    """Conv -> Clip(0, 6) -> Div 6 (no + 3): the import pass fuses the Clip; the CPU plan
+    then takes the Div into the epilogue as HardSigmoid(1/6, 0)."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], kernel_shape=[1, 1]),
+             helper.make_node("Clip", ["t", "zero", "six"], ["c"]),
              helper.make_node("Div", ["c", "six"], ["y"])]
     proto = _model(nodes, _inits(rng, k=1))
     layers = ModelLoader.from_proto(proto).layers
@@ -81,8 +99,9 @@ def test_exported_hardswish_nan_inf(rng):
     flat[idx] = [np.nan] * 3 + [np.inf] * 3 + [-np.inf] * 3
     sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": x})[0]
-    with Worker(ModelLoader.from_proto(proto), "cpu") as worker:
-        assert sum(1 for s in worker._cpu_steps() if s[6]) == 1
+    model = ModelLoader.from_proto(proto)
+    assert [la.attr("activation") for la in model.layers] == ["HardSwish"]
+    with Worker(model, "cpu") as worker:
         worker.schedule({"x": x})
         got = worker.peek_output("y").download_to_array()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
@@ -141,7 +160,9 @@ def test_squeeze_excite_fused(rng, exported):
     x = (rng.standard_normal((2, 6, 7, 5)) * 2).astype(np.float32)
     got, unfused, want, fused = _run_both(_se_model(rng, exported), x)
     assert [s[0].op_type for s in fused] == ["GlobalAveragePool"]
-    assert len(fused[0][6]) == (4 if exported else 3)
+    # the written-out gate is the second Conv's fused HardSigmoid after import, as the
+    # HardSigmoid layer is
+    assert len(fused[0][6]) == 3
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(unfused, want, rtol=1e-5, atol=1e-6)
 

@@ -1,6 +1,7 @@
 """Import-time fusion: fold BatchNormalization and per-channel Mul/Add into Conv weights, fold
 per-channel Mul/Add into a BatchNormalization, fuse an activation into Conv/Gemm (SiLU as
-exporters write it, Sigmoid then Mul by the same input, as the activation Swish), fold a
+exporters write it, Sigmoid then Mul by the same input, as the activation Swish; HardSwish
+and HardSigmoid written out with Add/Clip/Mul/Div: ``fusion_hswish``), fold a
 constant per-column scale after a MatMul (and its bias) into its weights (``fusion_scale``),
 turn 2-D MatMul+Add into Gemm.
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from engine.model import Layer, Model
 from engine.ops.activations import ACTIVATIONS
+from engine.passes.fusion_hswish import fuse_written_out
 from engine.passes.fusion_scale import fold_column_scale
 
 
@@ -54,7 +56,7 @@ class _Fuser:
         self.m = model
         self.outputs = {o.name for o in model.outputs}
         self.counts = {"conv_bn": 0, "conv_affine": 0, "bn_affine": 0, "activation": 0,
-                       "matmul_add": 0, "matmul_scale": 0}
+                       "matmul_add": 0, "matmul_scale": 0, "hard_activation": 0}
         self.removed: set[int] = set()
         self._index()
 
@@ -266,6 +268,10 @@ class _Fuser:
         return True
 
     def run(self) -> dict[str, int]:
+        # first, before a fold can take the "+ 3" of a written-out HardSigmoid into a bias
+        for layer in self.m.layers:
+            if id(layer) not in self.removed and layer.domain in ("", "ai.onnx"):
+                fuse_written_out(self, layer)
         for layer in self.m.layers:
             if id(layer) in self.removed or layer.domain not in ("", "ai.onnx"):
                 continue

@@ -101,12 +101,13 @@ def scale_t_add(y, g, res, out, p0, p1):
 
 def scale_to_nchw_add(y, gamma, res):
     """``res + Transpose(y * gamma, (0, 3, 1, 2))`` for a float32 channels-last ``y`` [N, H,
-    W, C], a per-channel ``gamma`` and an NCHW ``res``: ConvNeXt's layer scale, the
-    Transpose back and the residual in one pass; None for inputs it does not take."""
+    W, C], a per-channel ``gamma`` (None: no scale) and an NCHW ``res``: ConvNeXt's layer
+    scale, the Transpose back and the residual in one pass; None for inputs it does not
+    take."""
     if y.dtype != np.float32 or y.ndim != 4 or res.dtype != np.float32:
         return None
     N, H, W, C = y.shape
-    g = np.asarray(gamma)
+    g = np.ones(C, np.float32) if gamma is None else np.asarray(gamma)
     if res.shape != (N, C, H, W) or g.dtype != np.float32 or g.size != C \
             or (g.ndim and g.shape[-1] != C):
         return None

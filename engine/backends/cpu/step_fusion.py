@@ -9,8 +9,8 @@ reads, saving a pass over memory and a layer's dispatch:
   still in cache;
 * Conv -> Sigmoid + Mul (SiLU), Conv -> HardSigmoid + Mul, Conv -> HardSwish: the
   activation becomes the Conv's epilogue (when the Conv has no fused activation yet);
-  HardSwish and HardSigmoid written out with Add/Clip/Mul/Div likewise
-  (``step_fusion_conv``);
+  ``Clip(0, c) / c`` likewise (``step_fusion_conv``; HardSwish and HardSigmoid written out
+  with ``+ 3`` become fused activations at import, ``passes.fusion_hswish``);
 * Convs whose outputs are all of a channel Concat's inputs write into its output
   (``step_fusion_concat``);
 * Conv -> MaxPool with kernel = stride and no padding: the pool runs in the Conv's
@@ -19,8 +19,8 @@ reads, saving a pass over memory and a layer's dispatch:
   (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
 * attention (MatMul, scale, mask, Softmax, MatMul) and Erf-form GELU: ``step_fusion_nlp``;
-* ConvNeXt's channels-last LayerNorm and layer scale between Transposes:
-  ``step_fusion_channels``;
+* ConvNeXt's channels-last LayerNorm and layer scale between Transposes, and the Transpose
+  back with the residual: ``step_fusion_channels``;
 * MatMul by a constant weight + bias Add [+ GELU | + residual Add]: ``step_fusion_linear``.
 
 The fused step runs where the last absorbed layer was (every input it reads exists by
@@ -42,11 +42,11 @@ from engine.backends.cpu.kernels_norm import batch_norm
 from engine.backends.cpu.step_fusion_channels import (
     match_layer_norm_channels,
     match_scale_to_nchw_add,
+    match_to_nchw_add,
 )
 from engine.backends.cpu.step_fusion_concat import match_concat_of_convs
 from engine.backends.cpu.step_fusion_conv import (
     match_clip_div,
-    match_hswish_exported,
     match_squeeze_excite,
 )
 from engine.backends.cpu.step_fusion_linear import match_linear
@@ -109,7 +109,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
         elif layer.op_type == "ReduceMean":
             fused = match_layer_norm(i, steps, st[3], only_users, constants)
         elif layer.op_type == "Transpose":
-            fused = match_layer_norm_channels(i, steps, st[3], only_users, constants)
+            fused = match_layer_norm_channels(i, steps, st[3], only_users, constants) \
+                or match_to_nchw_add(i, steps, st[3], only_users, constants)
         else:
             fused = None
         if fused is None:
@@ -153,10 +154,9 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
 
 
 def _conv_chain(i, steps, t, only_users, constants):
-    for match in (match_hswish_exported, match_clip_div):
-        fused = match(i, steps, t, only_users, constants)
-        if fused is not None:
-            return fused
+    fused = match_clip_div(i, steps, t, only_users, constants)
+    if fused is not None:
+        return fused
     conv_layer = steps[i][0]
     n_in = len(steps[i][2])
     u = only_users(t, 1)

@@ -4,7 +4,9 @@
 * Transpose(0, 2, 3, 1) -> LayerNormalization over the last axis [-> Transpose(0, 3, 1, 2)]:
   one LayerNorm over the channels of the NCHW input;
 * Mul(y, gamma) -> Transpose(0, 3, 1, 2) -> Add(residual): the layer scale, the Transpose
-  back and the residual in one pass.
+  back and the residual in one pass; without the Mul (the import pass folds a constant layer
+  scale into the MatMul before it, ``passes.fusion_scale``) the Transpose back and the
+  residual.
 """
 
 from __future__ import annotations
@@ -72,3 +74,24 @@ def match_scale_to_nchw_add(i, steps, t, only_users, constants):
 
     fused_scale_to_nchw_add.wants = (y, gamma, res)
     return fused_scale_to_nchw_add, [tr[0], add[0]], steps[add[0]][3]
+
+
+def match_to_nchw_add(i, steps, t, only_users, constants):
+    """Transpose(0, 3, 1, 2) -> Add(residual, .): the Transpose back to NCHW and the residual
+    as one pass (``scale_to_nchw_add`` without a scale)."""
+    chain = _Chain(steps, only_users)
+    if not CHANNEL_LAYER_NORM or tuple(steps[i][0].attr("perm") or ()) != (0, 3, 1, 2) \
+            or len(steps[i][2]) != 1:
+        return None
+    add = chain.next(t, "Add")
+    if add is None or not add[2] or not add[2][0]:
+        return None
+    y, res = steps[i][2][0], add[2][0]
+
+    def fused_to_nchw_add(layer, args):
+        from engine.backends.cpu.layer_norm_channels import scale_to_nchw_add
+
+        return scale_to_nchw_add(args[0], None, args[1])
+
+    fused_to_nchw_add.wants = (y, res)
+    return fused_to_nchw_add, [add[0]], steps[add[0]][3]

@@ -1,22 +1,20 @@
 """Conv chains of exported MobileNet-style models that the CPU plan fuses into the Conv's
 epilogue (called by ``step_fusion._conv_chain``):
 
-* HardSwish as older exporters write it, ``x * Clip(x + 3, 0, 6) / 6``: Conv -> Add 3 ->
-  Clip(0, 6) -> Mul(conv, .) -> Div 6 becomes ``x * HardSigmoid(x; 1/6, 1/2)``, four
-  elementwise passes (and layers) fewer;
-* HardSigmoid the same way, ``Clip(x, 0, c) / c`` (the import pass already folds a
-  preceding ``+ 3`` into the bias): Conv with a fused Clip(0, c) -> Div c becomes
-  ``HardSigmoid(x; 1/c, 0)``.
+* ``Clip(x, 0, c) / c``: Conv with a fused Clip(0, c) -> Div c becomes
+  ``HardSigmoid(x; 1/c, 0)`` (HardSwish and HardSigmoid written out with ``+ 3`` are taken
+  by the import pass, ``passes.fusion_hswish``, for every backend);
+* squeeze-and-excitation as one step.
 
 The rewritten forms equal the exported ones up to rounding (a few ulp), NaN and +-Inf
-included: -Inf gives NaN in both (-Inf * 0), +Inf gives +Inf.
+included.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.cpu.activation import ACT_HARDSIGMOID, ACT_XHARDSIGMOID
+from engine.backends.cpu.activation import ACT_HARDSIGMOID
 
 
 def _plain(layer) -> bool:
@@ -49,35 +47,6 @@ def _clip_bounds(steps, j, constants) -> tuple[float | None, float | None]:
     lo = _scalar(constants, ins[1]) if len(ins) > 1 and ins[1] else None
     hi = _scalar(constants, ins[2]) if len(ins) > 2 and ins[2] else None
     return lo, hi
-
-
-def match_hswish_exported(i, steps, t, only_users, constants):
-    """Conv output ``t`` read by Add(t, 3) and Mul(t, Clip(., 0, 6)), then Div 6."""
-    u = only_users(t, 2)
-    if u is None or steps[i][0].attr("activation"):
-        return None
-    ops = {steps[j][0].op_type: j for j in u}
-    if set(ops) != {"Add", "Mul"} or not all(_ok(steps, j) for j in u):
-        return None
-    add, mul = ops["Add"], ops["Mul"]
-    a_ins = steps[add][2]
-    if len(a_ins) != 2 or t not in a_ins:
-        return None
-    if _scalar(constants, a_ins[1] if a_ins[0] == t else a_ins[0]) != 3.0:
-        return None
-    clip = _only(steps, only_users, steps[add][3], "Clip")
-    if clip is None or steps[clip][2][0] != steps[add][3] \
-            or _clip_bounds(steps, clip, constants) != (0.0, 6.0):
-        return None
-    if only_users(steps[clip][3], 1) != [mul] \
-            or sorted(steps[mul][2]) != sorted([t, steps[clip][3]]):
-        return None
-    div = _only(steps, only_users, steps[mul][3], "Div")
-    if div is None or steps[div][2][0] != steps[mul][3] or len(steps[div][2]) != 2 \
-            or _scalar(constants, steps[div][2][1]) != 6.0:
-        return None
-    return _fused(steps[i], (ACT_XHARDSIGMOID, 1.0 / 6.0, 0.5)), [add, clip, mul, div], \
-        steps[div][3]
 
 
 def match_clip_div(i, steps, t, only_users, constants):
