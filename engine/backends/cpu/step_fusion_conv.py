@@ -40,15 +40,6 @@ def _only(steps, only_users, name: str, op_type: str) -> int | None:
     return u[0]
 
 
-def _clip_bounds(steps, j, constants) -> tuple[float | None, float | None]:
-    layer, ins = steps[j][0], steps[j][2]
-    if len(ins) == 1:  # opset < 11: attributes
-        return layer.attr("min", None), layer.attr("max", None)
-    lo = _scalar(constants, ins[1]) if len(ins) > 1 and ins[1] else None
-    hi = _scalar(constants, ins[2]) if len(ins) > 2 and ins[2] else None
-    return lo, hi
-
-
 def match_clip_div(i, steps, t, only_users, constants):
     """Conv with a fused Clip(0, c), its output's only reader Div by the constant c."""
     layer = steps[i][0]
