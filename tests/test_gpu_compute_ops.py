@@ -229,6 +229,43 @@ def test_axis_ops(op, opset, rng):
     assert_close(*run_both(*one_node(op, [x], attrs, opset=opset)))
 
 
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax", "ArgMax", "ArgMin"])
+def test_axis_ops_with_nan_and_inf_match_the_reference(op, rng):
+    """Lines holding NaNs (one, two, first place), an infinity, and plain lines, along an
+    inner and the last axis: Hardmax and ArgMax/ArgMin pick the first NaN as NumPy (and so
+    the ONNX reference) does; Softmax lines with a NaN are NaN."""
+    import onnx
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+
+    from engine import ModelLoader, Worker
+
+    x = rng.standard_normal((4, 3, 9)).astype(np.float32)
+    x[0, 1, 4] = np.nan
+    x[1, 2, 0] = np.nan
+    x[1, 2, 7] = np.nan
+    x[2, 0, 3] = np.inf
+    x[3, :, 5] = np.nan  # NaNs across the middle axis too
+    for axis in (1, -1):
+        node = helper.make_node(op, ["x"], ["y"], axis=axis)
+        out_type = TensorProto.INT64 if op.startswith("Arg") else TensorProto.FLOAT
+        out_shape = [4, 1, 9] if op.startswith("Arg") and axis == 1 else \
+            [4, 3, 1] if op.startswith("Arg") else [4, 3, 9]
+        graph = helper.make_graph(
+            [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 9])],
+            [helper.make_tensor_value_info("y", out_type, out_shape)])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        onnx.checker.check_model(proto)
+        want = np.asarray(ReferenceEvaluator(proto).run(None, {"x": x})[0])
+        with Worker(ModelLoader.from_proto(proto), "gpu-compute") as worker:
+            got = worker.schedule({"x": x}).peek_output("y").download_to_array()
+            assert all(t.backend == "gpu-compute" for t in worker.last_profile.layers)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"axis {axis}")
+        fin = ~np.isnan(want)
+        np.testing.assert_allclose(got[fin], want[fin], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"axis {axis}")
+
+
 def test_normalisations(rng):
     x = rng.standard_normal((2, 3, 7, 9)).astype(np.float32)
     c = [rng.standard_normal(3).astype(np.float32) for _ in range(3)]

@@ -1,6 +1,7 @@
 // Softmax / LogSoftmax / Hardmax along one axis: one line (length L, stride inner) per
 // invocation. The output of each element is out_${OP} of the element v, the line's maximum
-// top (at index `at`), the sum of exp(v - top) and its log.
+// top (at index `at`: the first NaN's when the line holds one, as NumPy's argmax and so the
+// ONNX reference's Hardmax pick it), the sum of exp(v - top) and its log.
 // zero: always 0 (a run-time zero: a +inf maximum times it is NaN, which a literal 0 would
 // let the compiler fold away)
 struct Params { n: i32, L: i32, inner: i32, zero: i32 }
@@ -9,6 +10,8 @@ struct Params { n: i32, L: i32, inner: i32, zero: i32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
+//!include common/math.wgsl
+
 fn out_Softmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
     return exp(v - top) / sum;
 }
@@ -16,6 +19,11 @@ fn out_Softmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
 fn out_LogSoftmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
     return v - top - lsum;
 }
+
+// whether the line's first NaN is looked for (Hardmax only: the others give NaN anyway)
+fn first_nan_Softmax() -> bool { return false; }
+fn first_nan_LogSoftmax() -> bool { return false; }
+fn first_nan_Hardmax() -> bool { return true; }
 
 // 1 at the first maximum, 0 elsewhere
 fn out_Hardmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
@@ -35,8 +43,14 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     var top = x[base];
     var at = 0;
     var sum = 1.0;
+    // (bit tests: a compiler may fold v != v away)
+    let find_nan = first_nan_${OP}();
+    var nan_at = select(-1, 0, find_nan && is_nan_f(top));
     for (var j = 1; j < L; j++) {
         let v = x[base + j * inner];
+        if (find_nan && nan_at < 0 && is_nan_f(v)) {
+            nan_at = j;
+        }
         if (v > top) {
             sum = sum * exp(top - v) + 1.0;
             top = v;
@@ -46,6 +60,9 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
         } else {
             sum += exp(v - top);
         }
+    }
+    if (nan_at >= 0) {
+        at = nan_at;
     }
     if (top > 3.4028235e38) {
         sum = top * f32(p.zero);  // the spec's exp(inf - inf) in the sum: the row is NaN
