@@ -71,10 +71,26 @@ fn op_Asin(x: f32, A: f32, B: f32, C: f32) -> f32 {
 fn op_Acos(x: f32, A: f32, B: f32, C: f32) -> f32 {
     return atan2(sqrt((1.0 - x) * (1.0 + x)), x);
 }
-fn op_Atan(x: f32, A: f32, B: f32, C: f32) -> f32 { return atan(x); }
-fn op_Sinh(x: f32, A: f32, B: f32, C: f32) -> f32 { return sinh(x); }
-fn op_Cosh(x: f32, A: f32, B: f32, C: f32) -> f32 { return cosh(x); }
-fn op_Asinh(x: f32, A: f32, B: f32, C: f32) -> f32 { return asinh(x); }
+fn op_Atan(x: f32, A: f32, B: f32, C: f32) -> f32 { return select(atan(x), x, is_nan_f(x)); }
+// e^|x| / 2 as exp(|x| - ln 2): finite up to |x| = 89.4 where e^|x| alone overflows at 88.7
+fn op_Sinh(x: f32, A: f32, B: f32, C: f32) -> f32 {
+    let a = abs(x);
+    if (a < 1.0) { return sinh(x); }
+    let h = exp(a - 0.6931472) - exp(-a - 0.6931472);
+    return select(h, -h, x < 0.0);
+}
+fn op_Cosh(x: f32, A: f32, B: f32, C: f32) -> f32 {
+    let a = abs(x);
+    if (a < 1.0) { return cosh(x); }
+    return exp(a - 0.6931472) + exp(-a - 0.6931472);
+}
+// log(|x| + sqrt(x^2 + 1)) overflows in x^2 past 1.8e19: there asinh(x) = log(2|x|) to f32
+fn op_Asinh(x: f32, A: f32, B: f32, C: f32) -> f32 {
+    let a = abs(x);
+    if (!(a > 1e18)) { return asinh(x); }
+    let h = log(a) + 0.6931472;
+    return select(h, -h, x < 0.0);
+}
 fn op_Acosh(x: f32, A: f32, B: f32, C: f32) -> f32 { return acosh(x); }
 fn op_Atanh(x: f32, A: f32, B: f32, C: f32) -> f32 { return atanh(x); }
 fn op_Ceil(x: f32, A: f32, B: f32, C: f32) -> f32 { return ceil(x); }
@@ -84,7 +100,7 @@ fn op_Round(x: f32, A: f32, B: f32, C: f32) -> f32 { return round(x); }
 fn op_Erf(x: f32, A: f32, B: f32, C: f32) -> f32 { return erf_f(x); }
 fn op_Abs(x: f32, A: f32, B: f32, C: f32) -> f32 { return abs(x); }
 fn op_Neg(x: f32, A: f32, B: f32, C: f32) -> f32 { return -x; }
-fn op_Sign(x: f32, A: f32, B: f32, C: f32) -> f32 { return sign(x); }
+fn op_Sign(x: f32, A: f32, B: f32, C: f32) -> f32 { return select(sign(x), x, is_nan_f(x)); }
 
 // -- typed forms (GPU_COMPUTE's integer and bool tensors; bool is u32 0/1) ----------------------
 fn op_Relu_i32(x: i32, A: f32, B: f32, C: f32) -> i32 { return max(x, 0); }

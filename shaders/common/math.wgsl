@@ -33,14 +33,52 @@ fn softplus_f(x: f32) -> f32 {
     return max(x, 0.0) + log1p_f(exp(-abs(x)));
 }
 
+// std::pow's special cases (as NumPy's power): 1 for b == 0 or a == 1 whatever the other;
+// NaN from a NaN; an infinite exponent gives 0, 1 or inf by |a| against 1; zero and infinite
+// bases give 0 or inf by the exponent's sign, negative for a negative base and odd integer b
 fn pow_f(a: f32, b: f32) -> f32 {
-    if (b == 0.0) { return 1.0; }
-    if (a == 0.0) { return select(0.0, bitcast<f32>(0x7f800000u), b < 0.0); }
+    let nan = bitcast<f32>(0x7fc00000u);
+    let inf = bitcast<f32>(0x7f800000u);
+    if (b == 0.0 || a == 1.0) { return 1.0; }
+    if (is_nan_f(a) || is_nan_f(b)) { return nan; }
+    if (is_inf_f(b)) {
+        let m = abs(a);
+        if (m == 1.0) { return 1.0; }
+        return select(0.0, inf, (m > 1.0) == (b > 0.0));
+    }
+    let odd = floor(b) == b && abs(b - 2.0 * floor(b * 0.5)) == 1.0;
+    let negative = (bitcast<u32>(a) >> 31u) == 1u;
+    if (a == 0.0 || is_inf_f(a)) {
+        let m = select(0.0, inf, (a == 0.0) == (b < 0.0));
+        return select(m, -m, odd && negative);
+    }
     let r = exp2(b * log2(abs(a)));
-    if (a > 0.0) { return r; }
-    if (floor(b) != b) { return bitcast<f32>(0x7fc00000u); }
-    let odd = abs(b - 2.0 * floor(b * 0.5)) == 1.0;
+    if (!negative) { return r; }
+    if (floor(b) != b) { return nan; }
     return select(r, -r, odd);
+}
+
+// C's fmod (the remainder takes the dividend's sign), exact: a - b * trunc(a / b) loses the
+// remainder once a / b passes 2^24. The largest multiple of |b| by a power of two not above
+// the remainder is taken off until the remainder is below |b|; each subtraction is exact
+// (the two are within a factor of 2), and each step lowers the remainder's exponent.
+fn fmod_f(a: f32, b: f32) -> f32 {
+    let nan = bitcast<f32>(0x7fc00000u);
+    if (is_nan_f(a) || is_nan_f(b) || is_inf_f(a) || b == 0.0) { return nan; }
+    let m = abs(b);
+    var r = abs(a);
+    if (is_inf_f(b) || r < m) { return a; }
+    for (var i = 0; i < 300; i++) {
+        if (r < m) { break; }
+        var k = frexp(r).exp - frexp(m).exp;
+        var t = ldexp(m, k);
+        if (t > r) {
+            k -= 1;
+            t = ldexp(m, k);
+        }
+        r -= t;
+    }
+    return select(r, -r, a < 0.0);
 }
 
 fn round_even_f(x: f32) -> f32 {

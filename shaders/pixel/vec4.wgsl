@@ -2,6 +2,8 @@
 // max/min/clamp, b_<Op>(a, b): the binary elementwise ops. Unary ops are the scalar
 // functions op_<Op> of shaders/common/activations.wgsl, applied per component (act4.wgsl).
 
+//!include common/math.wgsl
+
 fn f_inf() -> f32 {
     return bitcast<f32>(0x7f800000u);
 }
@@ -45,25 +47,11 @@ fn b_PRelu(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
     return select(a * b, a, a >= vec4<f32>(0.0));
 }
 
-// C fmod: the result takes the sign of the dividend
-fn b_Mod(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a - b * trunc(a / b); }
-
-fn pow1(a: f32, b: f32) -> f32 {
-    if (b == 0.0) {
-        return 1.0;
-    }
-    let m = exp2(b * log2(abs(a)));
-    if (a >= 0.0) {
-        return m;
-    }
-    let bi = round(b);
-    if (bi != b) {
-        return f_nan();
-    }
-    let odd = abs(bi - 2.0 * floor(bi * 0.5)) > 0.5;
-    return select(m, -m, odd);
+// C fmod, exact (fmod_f): the result takes the sign of the dividend
+fn b_Mod(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    return vec4<f32>(fmod_f(a.x, b.x), fmod_f(a.y, b.y), fmod_f(a.z, b.z), fmod_f(a.w, b.w));
 }
 
 fn b_Pow(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
-    return vec4<f32>(pow1(a.x, b.x), pow1(a.y, b.y), pow1(a.z, b.z), pow1(a.w, b.w));
+    return vec4<f32>(pow_f(a.x, b.x), pow_f(a.y, b.y), pow_f(a.z, b.z), pow_f(a.w, b.w));
 }
