@@ -45,8 +45,9 @@ def _check(op, inputs, attrs, backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("op", ["Atan", "Sign", "Sinh", "Cosh", "Asinh", "Abs", "Neg", "Exp",
-                                "Tanh", "Sigmoid", "Relu", "Ceil", "Floor", "Sqrt"])
+@pytest.mark.parametrize("op", ["Atan", "Sign", "Sinh", "Cosh", "Asinh", "Acosh", "Asin",
+                                "Acos", "Abs", "Neg", "Exp", "Tanh", "Sigmoid", "Relu", "Ceil",
+                                "Floor", "Sqrt"])
 def test_unary_specials(op, backend, rng):
     x = np.concatenate([SPECIALS, rng.standard_normal(16).astype(np.float32)])
     _check(op, [x], {}, backend)

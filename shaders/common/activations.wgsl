@@ -64,12 +64,15 @@ fn op_Reciprocal(x: f32, A: f32, B: f32, C: f32) -> f32 { return 1.0 / x; }
 fn op_Sin(x: f32, A: f32, B: f32, C: f32) -> f32 { return sin(x); }
 fn op_Cos(x: f32, A: f32, B: f32, C: f32) -> f32 { return cos(x); }
 fn op_Tan(x: f32, A: f32, B: f32, C: f32) -> f32 { return tan(x); }
-// via atan2: lavapipe's asin/acos lose ~3 digits near +-1
+// via atan2: lavapipe's asin/acos lose ~3 digits near +-1; NaN outside [-1, 1] (atan2 of
+// a NaN root gave 0 for the infinities)
 fn op_Asin(x: f32, A: f32, B: f32, C: f32) -> f32 {
-    return atan2(x, sqrt((1.0 - x) * (1.0 + x)));
+    let y = atan2(x, sqrt((1.0 - x) * (1.0 + x)));
+    return select(y, bitcast<f32>(0x7fc00000u), is_nan_f(x) || abs(x) > 1.0);
 }
 fn op_Acos(x: f32, A: f32, B: f32, C: f32) -> f32 {
-    return atan2(sqrt((1.0 - x) * (1.0 + x)), x);
+    let y = atan2(sqrt((1.0 - x) * (1.0 + x)), x);
+    return select(y, bitcast<f32>(0x7fc00000u), is_nan_f(x) || abs(x) > 1.0);
 }
 fn op_Atan(x: f32, A: f32, B: f32, C: f32) -> f32 { return select(atan(x), x, is_nan_f(x)); }
 // e^|x| / 2 as exp(|x| - ln 2): finite up to |x| = 89.4 where e^|x| alone overflows at 88.7
@@ -91,7 +94,12 @@ fn op_Asinh(x: f32, A: f32, B: f32, C: f32) -> f32 {
     let h = log(a) + 0.6931472;
     return select(h, -h, x < 0.0);
 }
-fn op_Acosh(x: f32, A: f32, B: f32, C: f32) -> f32 { return acosh(x); }
+// NaN below 1; past 1.8e19, where x^2 overflows, log(2x) to f32
+fn op_Acosh(x: f32, A: f32, B: f32, C: f32) -> f32 {
+    if (is_nan_f(x) || x < 1.0) { return bitcast<f32>(0x7fc00000u); }
+    if (x > 1e18) { return log(x) + 0.6931472; }
+    return acosh(x);
+}
 fn op_Atanh(x: f32, A: f32, B: f32, C: f32) -> f32 { return atanh(x); }
 fn op_Ceil(x: f32, A: f32, B: f32, C: f32) -> f32 { return ceil(x); }
 fn op_Floor(x: f32, A: f32, B: f32, C: f32) -> f32 { return floor(x); }
