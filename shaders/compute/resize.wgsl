@@ -40,6 +40,12 @@ fn nearest(v: f32, len_in: i32) -> i32 {
     return clamp(i32(r), 0, len_in - 1);
 }
 
+// a + (b - a) t, leaving out a tap whose weight is 0: a NaN or an infinity there must not
+// reach the output (0 * inf), as the separable weights of the CPU and the reference skip it
+fn lerp(a: f32, b: f32, t: f32) -> f32 {
+    return select(select(mix(a, b, t), a, t == 0.0), b, t == 1.0);
+}
+
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
     let i = i32(g.x + g.y * nw.x * 256u);
@@ -61,7 +67,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let x1 = min(x0 + 1, p.W - 1);
     let fy = cy - f32(y0);
     let fx = cx - f32(x0);
-    let top = mix(x[base + y0 * p.W + x0], x[base + y0 * p.W + x1], fx);
-    let bottom = mix(x[base + y1 * p.W + x0], x[base + y1 * p.W + x1], fx);
-    y[i] = mix(top, bottom, fy);
+    let top = lerp(x[base + y0 * p.W + x0], x[base + y0 * p.W + x1], fx);
+    let bottom = lerp(x[base + y1 * p.W + x0], x[base + y1 * p.W + x1], fx);
+    y[i] = lerp(top, bottom, fy);
 }

@@ -19,6 +19,9 @@ def resize(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.n
     if layer.attr("mode", "nearest") == "nearest":
         return _nearest(layer, x, out_shape, scales, roi, transform)
     y = x.astype(np.float64)
+    # a NaN or an infinity would reach every output of its line through the zero weights of
+    # the dense contraction (0 * inf): such inputs take the sparse one
+    finite = bool(np.isfinite(y.sum()))
     extrapolation = float(layer.attr("extrapolation_value", 0.0))
     for axis, (n_out, n_in) in enumerate(zip(out_shape, x.shape)):
         crop = transform == "tf_crop_and_resize"
@@ -31,7 +34,8 @@ def resize(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.n
             continue
         coords = source_coords(transform, n_out, n_in, scales[axis], roi[axis])
         w = axis_weights(coords, n_in, scales[axis], layer)
-        y = np.moveaxis(np.tensordot(w, np.moveaxis(y, axis, 0), axes=(1, 0)), 0, axis)
+        y = np.moveaxis(np.tensordot(w, np.moveaxis(y, axis, 0), axes=(1, 0)), 0, axis) \
+            if finite else _contract_taps(w, y, axis)
         if crop:
             outside = (coords < 0) | (coords > n_in - 1)
             if outside.any():
@@ -42,6 +46,18 @@ def resize(layer, x: np.ndarray, out_shape, scales, roi, transform: str) -> np.n
         info = np.iinfo(x.dtype)
         y = np.clip(np.rint(y), info.min, info.max)
     return y.astype(x.dtype)
+
+
+def _contract_taps(w: np.ndarray, y: np.ndarray, axis: int) -> np.ndarray:
+    """``tensordot`` of the weights ``w`` (n_out, n_in) with ``y`` along ``axis``, each output
+    summing only its own taps (nonzero weights)."""
+    yt = np.moveaxis(y, axis, 0)
+    out = np.zeros((w.shape[0],) + yt.shape[1:])
+    for i in range(w.shape[0]):
+        taps = np.flatnonzero(w[i])
+        if taps.size:
+            out[i] = np.tensordot(w[i, taps], yt[taps], axes=(0, 0))
+    return np.moveaxis(out, 0, axis)
 
 
 @njit(nogil=True, cache=True)
