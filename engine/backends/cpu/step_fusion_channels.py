@@ -49,6 +49,27 @@ def match_layer_norm_channels(i, steps, t, only_users, constants):
     return fused_ln_channels, parts, out_name
 
 
+def _nchw_add(wants: tuple):
+    """The fused step of ``scale_to_nchw_add`` reading ``wants``: (y, gamma, residual), or
+    (y, residual) without a scale."""
+
+    def fused_scale_to_nchw_add(layer, args):
+        from engine.backends.cpu.layer_norm_channels import scale_to_nchw_add
+
+        return scale_to_nchw_add(args[0], args[1] if len(args) == 3 else None, args[-1])
+
+    fused_scale_to_nchw_add.wants = wants
+    return fused_scale_to_nchw_add
+
+
+def _residual_add(chain, name: str):
+    """(step, residual name) of the Add(residual, ``name``) that alone reads ``name``."""
+    add = chain.next(name, "Add")
+    if add is None or not add[2] or not add[2][0]:
+        return None
+    return add[0], add[2][0]
+
+
 def match_scale_to_nchw_add(i, steps, t, only_users, constants):
     """Mul(y, gamma) -> Transpose(0, 3, 1, 2) -> Add(residual, .): ConvNeXt's layer scale,
     the Transpose back to NCHW and the residual as one pass (``scale_to_nchw_add``)."""
@@ -62,36 +83,21 @@ def match_scale_to_nchw_add(i, steps, t, only_users, constants):
     tr = chain.next(t, "Transpose")
     if tr is None or tuple(tr[1].attr("perm") or ()) != (0, 3, 1, 2):
         return None
-    add = chain.next(steps[tr[0]][3], "Add")
-    if add is None or not add[2] or not add[2][0]:
+    found = _residual_add(chain, steps[tr[0]][3])
+    if found is None:
         return None
-    res = add[2][0]
-
-    def fused_scale_to_nchw_add(layer, args):
-        from engine.backends.cpu.layer_norm_channels import scale_to_nchw_add
-
-        return scale_to_nchw_add(args[0], args[1], args[2])
-
-    fused_scale_to_nchw_add.wants = (y, gamma, res)
-    return fused_scale_to_nchw_add, [tr[0], add[0]], steps[add[0]][3]
+    add, res = found
+    return _nchw_add((y, gamma, res)), [tr[0], add], steps[add][3]
 
 
 def match_to_nchw_add(i, steps, t, only_users, constants):
     """Transpose(0, 3, 1, 2) -> Add(residual, .): the Transpose back to NCHW and the residual
     as one pass (``scale_to_nchw_add`` without a scale)."""
-    chain = _Chain(steps, only_users)
     if not CHANNEL_LAYER_NORM or tuple(steps[i][0].attr("perm") or ()) != (0, 3, 1, 2) \
             or len(steps[i][2]) != 1:
         return None
-    add = chain.next(t, "Add")
-    if add is None or not add[2] or not add[2][0]:
+    found = _residual_add(_Chain(steps, only_users), t)
+    if found is None:
         return None
-    y, res = steps[i][2][0], add[2][0]
-
-    def fused_to_nchw_add(layer, args):
-        from engine.backends.cpu.layer_norm_channels import scale_to_nchw_add
-
-        return scale_to_nchw_add(args[0], None, args[1])
-
-    fused_to_nchw_add.wants = (y, res)
-    return fused_to_nchw_add, [add[0]], steps[add[0]][3]
+    add, res = found
+    return _nchw_add((steps[i][2][0], res)), [add], steps[add][3]
