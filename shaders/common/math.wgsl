@@ -1,13 +1,17 @@
 // Helpers shared by elementwise shaders (WGSL has no erf, and leaves pow(x<0) undefined).
 
 fn erf_f(x: f32) -> f32 {
-    // Abramowitz-Stegun 7.1.26 refined: |error| < 1.2e-7 over the real line
+    // Abramowitz-Stegun 7.1.26 refined: |error| < 1.2e-7 over the real line, an absolute
+    // error, so small |x| takes the Maclaurin series instead (relative error below 1e-9)
     let a = abs(x);
     let t = 1.0 / (1.0 + 0.5 * a);
     let y = 1.0 - t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196
         + t * (0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398
         + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
-    return select(-y, y, x >= 0.0);
+    let x2 = x * x;
+    let series = 1.1283791670955126 * x * (1.0 - x2 * (1.0 / 3.0 - x2 * (1.0 / 10.0
+        - x2 * (1.0 / 42.0 - x2 * (1.0 / 216.0 - x2 * (1.0 / 1320.0 - x2 / 9360.0))))));
+    return select(select(-y, y, x >= 0.0), series, a < 0.5);
 }
 
 fn tanh_f(x: f32) -> f32 {
@@ -18,15 +22,43 @@ fn tanh_f(x: f32) -> f32 {
     return select(select(tanh(x), sign(x), abs(x) > 15.0), series, abs(x) < 0.1);
 }
 
+// a / b correctly rounded. Vulkan lets a GPU divide to 2.5 ulp (NVIDIA's is 2 ulp off on a
+// quarter of random operands), which moves quotients across rounding boundaries: Round after
+// a Div, a nearest Resize coordinate landing on .5. Where the device needs it and its fma is
+// fused (gpu_common/arith_probe.py sets DIV_CORRECTION), the remainder of the approximate
+// quotient, exact by fma, corrects it. Zeros, infinities and NaN keep the plain quotient.
+override DIV_CORRECTION: bool = false;
+
+fn div_f(a: f32, b: f32) -> f32 {
+    let q = a / b;
+    if (!DIV_CORRECTION) { return q; }
+    let c = q + fma(-q, b, a) / b;
+    return select(q, c, q != 0.0 && abs(q) <= 3.4028234e38 && abs(c) <= 3.4028234e38);
+}
+
+fn div_f4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
+    let q = a / b;
+    if (!DIV_CORRECTION) { return q; }
+    let c = q + fma(-q, b, a) / b;
+    let big = vec4<f32>(3.4028234e38);
+    return select(q, c, (q != vec4<f32>(0.0)) & (abs(q) <= big) & (abs(c) <= big));
+}
+
 fn sigmoid_f(x: f32) -> f32 {
     let e = exp(-abs(x));
     return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);
 }
 
 fn log1p_f(e: f32) -> f32 {
-    // log(1 + e) without losing e's digits when e is tiny (Kahan's correction)
-    let u = 1.0 + e;
-    return select(log(u) * e / (u - 1.0), e, u == 1.0);
+    // log(1 + e) without losing e's digits when e is small: 2 atanh(s), s = e / (2 + e), by
+    // its series (|s| <= 1/3 for e in [-1/2, 1]: seven terms reach f32). Kahan's
+    // log(u) * e / (u - 1) is undone by compilers that fold (1 + e) - 1 into e, and GPUs'
+    // log near 1 has an absolute, not a relative, error bound.
+    let s = e / (2.0 + e);
+    let s2 = s * s;
+    let series = 2.0 * s * (1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0
+        + s2 * (1.0 / 9.0 + s2 * (1.0 / 11.0 + s2 / 13.0))))));
+    return select(log(1.0 + e), series, e >= -0.5 && e <= 1.0);
 }
 
 fn softplus_f(x: f32) -> f32 {

@@ -15,7 +15,9 @@ struct Params {
 //!include compute/bcast_b_${B_LOAD}.wgsl
 
 alias T = vec4<f32>;
+//!include common/math.wgsl
 //!include compute/binary_arith.wgsl
+fn op_Div(a: T, b: T) -> T { return div_f4(a, b); }
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {

@@ -7,6 +7,7 @@
 //!include compute/binary_arith.wgsl
 //!include compute/binary_compare.wgsl
 
+fn op_Div(a: f32, b: f32) -> f32 { return div_f(a, b); }
 fn op_Pow(a: f32, b: f32) -> f32 { return pow_f(a, b); }
 fn op_PRelu(a: f32, b: f32) -> f32 { return select(a * b, a, a >= 0.0); }
 fn op_Max(a: f32, b: f32) -> f32 { return max_f(a, b); }

@@ -6,6 +6,7 @@
 
 // without a sign, Mod with fmod=0 is the plain remainder
 fn op_Mod(a: u32, b: u32) -> u32 { return a % b; }
+fn op_Fmod(a: u32, b: u32) -> u32 { return a % b; }
 
 // ONNX BitShift gives 0 for a shift of 32 or more, where WGSL's result is undefined
 fn op_BitShiftLeft(a: u32, b: u32) -> u32 { return select(0u, a << b, b < 32u); }

@@ -8,7 +8,9 @@ struct Params { n: i32, pad0: i32, pad1: i32, pad2: i32 }
 @group(0) @binding(3) var<storage, read_write> y: array<vec4<f32>>;
 
 alias T = vec4<f32>;
+//!include common/math.wgsl
 //!include compute/binary_arith.wgsl
+fn op_Div(a: T, b: T) -> T { return div_f4(a, b); }
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {

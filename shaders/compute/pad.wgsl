@@ -9,6 +9,8 @@ struct Params {
     si: array<vec4<i32>, 2>,
 }
 
+//!include common/int_math.wgsl
+
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<u32>;
 @group(0) @binding(2) var<storage, read_write> y: array<u32>;
@@ -35,7 +37,7 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
             } else if (p.mode == 2) {
                 c = clamp(c, 0, dim - 1);
             } else {
-                c = ((c % dim) + dim) % dim;
+                c = wrap_i32(c, dim);
             }
         }
         ii += c * p.si[d / 4][d % 4];

@@ -7,25 +7,29 @@ struct Params {
     scale_h: f32, scale_w: f32, pad0: i32, pad1: i32,
 }
 
+//!include common/math.wgsl
+
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
+// divisions correctly rounded (div_f): a coordinate exactly on .5 must stay there for the
+// nearest modes' rounding
 fn source(o: i32, len_in: i32, len_out: i32, scale: f32) -> f32 {
     let fo = f32(o);
     switch p.coord {
-        case 1: { return select(0.0, (fo + 0.5) / scale - 0.5, len_out > 1); }
+        case 1: { return select(0.0, div_f(fo + 0.5, scale) - 0.5, len_out > 1); }
         // ONNX divides by the unrounded output length, scale * input length
-        case 2: { return select(fo * f32(len_in - 1) / (scale * f32(len_in) - 1.0), 0.0,
+        case 2: { return select(div_f(fo * f32(len_in - 1), scale * f32(len_in) - 1.0), 0.0,
                                 len_out == 1); }
-        case 3: { return fo / scale; }
-        case 4: { return (fo + 0.5) / scale; }
+        case 3: { return div_f(fo, scale); }
+        case 4: { return div_f(fo + 0.5, scale); }
         case 5: {
-            let adj = f32(len_out) / (scale * f32(len_in));
+            let adj = div_f(f32(len_out), scale * f32(len_in));
             let offset = f32(len_in) * 0.5 * (1.0 - adj);
-            return offset + (fo + 0.5) / scale - 0.5;
+            return offset + div_f(fo + 0.5, scale) - 0.5;
         }
-        default: { return (fo + 0.5) / scale - 0.5; }
+        default: { return div_f(fo + 0.5, scale) - 0.5; }
     }
 }
 

@@ -40,7 +40,7 @@ fn b_Sum(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a + b; }
 fn b_Mean(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a + b; }
 fn b_Sub(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a - b; }
 fn b_Mul(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a * b; }
-fn b_Div(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return a / b; }
+fn b_Div(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return div_f4(a, b); }
 fn b_Max(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return max4(a, b); }
 fn b_Min(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> { return min4(a, b); }
 fn b_PRelu(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {

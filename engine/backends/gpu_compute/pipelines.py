@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.backends.gpu_common import gpu_errors, load_shader
+from engine.backends.gpu_common.arith_probe import division_constants
 from engine.backends.gpu_common.pipelines import PipelineCache, pipeline_cache
 
 __all__ = ["PipelineCache", "Program", "pipeline_cache"]
@@ -34,10 +35,13 @@ class Program:
         it once per device)."""
         code = self.source()
         with gpu_errors(f"compiling compute shader {self}"):
+            stage = {"entry_point": "main"}
+            constants = division_constants(device, code)
+            if constants:
+                stage["constants"] = constants
             module = device.create_shader_module(label=self.path, code=code)
             pipeline = device.create_compute_pipeline(
-                label=self.path, layout="auto",
-                compute={"module": module, "entry_point": "main"})
+                label=self.path, layout="auto", compute={"module": module, **stage})
             return pipeline, pipeline.get_bind_group_layout(0)
 
     def __str__(self) -> str:

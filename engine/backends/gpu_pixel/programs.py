@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.backends.gpu_common import gpu_errors, load_shader
+from engine.backends.gpu_common.arith_probe import division_constants
 from engine.backends.gpu_pixel.layout import TexLayout
 
 FORMAT = "rgba32float"
@@ -74,13 +75,17 @@ class RenderProgram:
                      "texture": {"sample_type": wgpu.TextureSampleType.unfilterable_float,
                                  "view_dimension": "2d"}} for k in range(self.n_tex)]
         with gpu_errors(f"compiling shader pixel/{self.shader}.wgsl"):
+            fragment = {"entry_point": "fs_main",
+                        "targets": [{"format": FORMAT}] * self.targets}
+            constants = division_constants(device, source)
+            if constants:
+                fragment["constants"] = constants
             module = device.create_shader_module(code=source)
             bgl = device.create_bind_group_layout(entries=entries)
             layout = device.create_pipeline_layout(bind_group_layouts=[bgl])
             pipe = device.create_render_pipeline(
                 layout=layout,
                 vertex={"module": module, "entry_point": "vs_main"},
-                fragment={"module": module, "entry_point": "fs_main",
-                          "targets": [{"format": FORMAT}] * self.targets},
+                fragment={"module": module, **fragment},
                 primitive={"topology": "triangle-list"})
         return pipe, bgl, self.n_tex
