@@ -12,23 +12,7 @@ struct Params { n: i32, L: i32, inner: i32, zero: i32 }
 
 //!include common/math.wgsl
 
-fn out_Softmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
-    return exp(v - top) / sum;
-}
-
-fn out_LogSoftmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
-    return v - top - lsum;
-}
-
-// whether the line's first NaN is looked for (Hardmax only: the others give NaN anyway)
-fn first_nan_Softmax() -> bool { return false; }
-fn first_nan_LogSoftmax() -> bool { return false; }
-fn first_nan_Hardmax() -> bool { return true; }
-
-// 1 at the first maximum, 0 elsewhere
-fn out_Hardmax(v: f32, j: i32, top: f32, at: i32, sum: f32, lsum: f32) -> f32 {
-    return select(0.0, 1.0, j == at);
-}
+//!include compute/softmax_ops.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {

@@ -86,6 +86,10 @@ class GpuComputeBackend(Backend):
         #: (workgroup memory) suits GPUs; ENGINE_GPU_MATMUL overrides
         self.matmul_variant = os.environ.get("ENGINE_GPU_MATMUL") or (
             "blocked" if self.gpu.info.get("adapter_type") == "CPU" else "tiled")
+        #: normalisations and softmax along rows: one "thread" per row suits CPU adapters;
+        #: a "workgroup" per row (coalesced reads) suits GPUs; ENGINE_GPU_ROWS overrides
+        self.row_strategy = os.environ.get("ENGINE_GPU_ROWS") or (
+            "thread" if self.gpu.info.get("adapter_type") == "CPU" else "workgroup")
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()

@@ -7,7 +7,7 @@ import numpy as np
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel
-from engine.backends.gpu_compute.util import attr_axis, size_of
+from engine.backends.gpu_compute.util import attr_axis, size_of, wide_rows
 from engine.ops.base import Meta
 
 
@@ -43,8 +43,11 @@ def rownorm(ctx, x, scale, shift, y, rows, length, sm, sd, eps, stats=None):
     if stats is None:
         temp = stats = ctx.tensor(Meta((2,), np.dtype(np.float32)))
     params = pack(rows, length, sm, sd, float(eps), int(temp is None), 0, 0)
-    ctx.dispatch(Program.of("rownorm.wgsl"), [x, scale, shift, y, stats], params,
-                 -(-rows // 64))
+    if wide_rows(ctx, length):
+        ctx.dispatch(Program.of("rownorm_rows.wgsl"), [x, scale, shift, y, stats], params, rows)
+    else:
+        ctx.dispatch(Program.of("rownorm.wgsl"), [x, scale, shift, y, stats], params,
+                     -(-rows // 64))
     if temp is not None:
         ctx.free(temp)
 

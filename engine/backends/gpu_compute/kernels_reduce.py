@@ -7,7 +7,7 @@ import numpy as np
 from engine.backends.gpu_compute.backend import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel
-from engine.backends.gpu_compute.util import arr8, attr_axis, contiguous_strides, size_of
+from engine.backends.gpu_compute.util import arr8, attr_axis, contiguous_strides, size_of, wide_rows
 from engine.ops.base import Meta
 
 #: reductions with init_/fold_/finish_<op> functions in shaders/compute/reduce_ops.wgsl
@@ -154,7 +154,10 @@ def _register_softmax(op):
         else:
             length, inner = shape[axis], size_of(shape[axis + 1:])
         lines = size_of(shape) // max(length, 1)
-        if lines and length:
+        if lines and length and inner <= 1 and op != "Hardmax" and wide_rows(ctx, length):
+            ctx.dispatch(Program.of("softmax_rows.wgsl", OP=op), [ins[0], y],
+                         pack(lines, length, 1, 0), lines)
+        elif lines and length:
             ctx.dispatch(Program.of("softmax.wgsl", OP=op), [ins[0], y],
                          pack(lines, length, max(inner, 1), 0), -(-lines // 64))
         return [y]

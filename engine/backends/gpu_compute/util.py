@@ -82,3 +82,13 @@ def whole16(tensor) -> bool:
     multiple of 16 bytes: a vec4 array over it then reaches its last elements."""
     alloc = getattr(tensor, "alloc", None)
     return alloc is not None and alloc.size % 16 == 0
+
+
+#: rows at least this long take a workgroup each where the backend's row_strategy says so
+WIDE_ROW = 64
+
+
+def wide_rows(ctx, length: int) -> bool:
+    """Whether rows of ``length`` run one workgroup per row (GPUs) rather than one
+    invocation per row (CPU adapters, or short rows)."""
+    return ctx.row_strategy == "workgroup" and length >= WIDE_ROW
