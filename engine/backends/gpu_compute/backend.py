@@ -90,6 +90,11 @@ class GpuComputeBackend(Backend):
         #: a "workgroup" per row (coalesced reads) suits GPUs; ENGINE_GPU_ROWS overrides
         self.row_strategy = os.environ.get("ENGINE_GPU_ROWS") or (
             "thread" if self.gpu.info.get("adapter_type") == "CPU" else "workgroup")
+        #: strided copies (Transpose, Concat, Slice...): "runs" of 64 elements per invocation
+        #: suit CPU adapters (fewer integer divisions); one of the "elements" per invocation
+        #: (coalesced) suits GPUs; ENGINE_GPU_COPY overrides
+        self.copy_strategy = os.environ.get("ENGINE_GPU_COPY") or (
+            "runs" if self.gpu.info.get("adapter_type") == "CPU" else "elements")
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()

@@ -43,6 +43,12 @@ def strided_copy(ctx, src, dst, shape, in_strides, out_strides=None, in_base=0, 
         out_strides = [s // 4 for s in out_strides[:-1]] + [1]
         in_base, out_base, n = in_base // 4, out_base // 4, n // 4
     inner = shape[-1]
+    if ctx.copy_strategy == "elements":
+        params = pack(n, len(shape), in_base, out_base, inner, 1, 0, 0, *arr8(shape),
+                      *arr8(in_strides), *arr8(out_strides), *arr8(mods))
+        ctx.dispatch(Program.of("copy_elem.wgsl", W=words, T="quad" if wide else "word"),
+                     [src, dst], params, -(-n // 64))
+        return
     chunks = -(-inner // 64)
     runs = n // inner * chunks
     params = pack(runs, len(shape), in_base, out_base, inner, chunks, 0, 0, *arr8(shape),

@@ -126,7 +126,7 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
 
     for ev in events:
         if ev[0] == "copy" and _buffer(ev[2], buffers) is not _buffer(ev[4], buffers):
-            ev = _copy_as_dispatch(ev)  # a shader copy keeps the pass going
+            ev = _copy_as_dispatch(ev, backend.copy_strategy)  # keeps the pass going
         if ev[0] == "copy":
             close_pass()
             _, _, src, so, dst, do, n = ev
@@ -158,19 +158,23 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
     return ops
 
 
-def _copy_as_dispatch(ev: tuple) -> tuple:
-    """A recorded buffer copy as a dispatch of the strided-copy shader (whole words)."""
+def _copy_as_dispatch(ev: tuple, strategy: str) -> tuple:
+    """A recorded buffer copy as a dispatch of the strided-copy shader (whole words; one
+    per invocation on GPUs, runs of 64 on CPU adapters: ``copy_strategy``)."""
     from engine.backends.gpu_compute.backend import groups_for, pack
     from engine.backends.gpu_compute.util import arr8
 
     _, layer, src, so, dst, do, nbytes = ev
     words = nbytes // 4
-    chunks = -(-words // 64)
-    params = pack(chunks, 1, so // 4, do // 4, words, chunks, 0, 0, *arr8([words]),
+    elements = strategy == "elements"
+    chunks = 1 if elements else -(-words // 64)
+    count = words if elements else chunks
+    params = pack(count, 1, so // 4, do // 4, words, chunks, 0, 0, *arr8([words]),
                   *arr8([1]), *arr8([1]), *arr8([words]))
     ranges = [(src, 0, src.size), (dst, 0, dst.size)]
-    return ("dispatch", layer, Program.of("copy.wgsl", W=1, T="word"), ranges, params,
-            groups_for(-(-chunks // 64)))
+    shader = "copy_elem.wgsl" if elements else "copy.wgsl"
+    return ("dispatch", layer, Program.of(shader, W=1, T="word"), ranges, params,
+            groups_for(-(-count // 64)))
 
 
 def _buffer(alloc, buffers: dict):
