@@ -24,8 +24,10 @@ fn act(x: f32, A: f32, B: f32) -> f32 {
     return op_${act}(x, A, B, 0.0);
 }
 
-var<workgroup> ta: array<array<f32, 64>, 16>;
-var<workgroup> tb: array<array<f32, 64>, 16>;
+// rows of 65: a k-fast staging (below) writes neighbouring invocations 65 words apart, in
+// different banks
+var<workgroup> ta: array<array<f32, 65>, 16>;
+var<workgroup> tb: array<array<f32, 65>, 16>;
 
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l: vec3<u32>,
@@ -40,17 +42,24 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) l: v
     var acc = array<vec4<f32>, 4>(vec4<f32>(0.0), vec4<f32>(0.0), vec4<f32>(0.0),
                                   vec4<f32>(0.0));
     for (var k0 = 0; k0 < p.K; k0 += 16) {
+        // neighbouring invocations load neighbouring words (coalesced): along k where an
+        // operand's k stride is 1 (A row-major, B transposed), else along m or n
         for (var e = 0; e < 4; e++) {
             let idx = i32(li) + e * 256;
-            let kk = idx / 64;
-            let mn = idx % 64;
-            let k = k0 + kk;
-            let m = m_base + mn;
-            let n = n_base + mn;
-            let a_ok = m < p.M && k < p.K;
-            let b_ok = n < p.N && k < p.K;
-            ta[kk][mn] = select(0.0, a[select(0, abase + m * p.sam + k * p.sak, a_ok)], a_ok);
-            tb[kk][mn] = select(0.0, b[select(0, bbase + k * p.sbk + n * p.sbn, b_ok)], b_ok);
+            let a_kfast = p.sak == 1;
+            let akk = select(idx / 64, idx % 16, a_kfast);
+            let am = select(idx % 64, idx / 16, a_kfast);
+            let b_kfast = p.sbk == 1 && p.sbn != 1;
+            let bkk = select(idx / 64, idx % 16, b_kfast);
+            let bn = select(idx % 64, idx / 16, b_kfast);
+            let m = m_base + am;
+            let n = n_base + bn;
+            let a_ok = m < p.M && k0 + akk < p.K;
+            let b_ok = n < p.N && k0 + bkk < p.K;
+            ta[akk][am] = select(0.0, a[select(0, abase + m * p.sam + (k0 + akk) * p.sak, a_ok)],
+                                 a_ok);
+            tb[bkk][bn] = select(0.0, b[select(0, bbase + (k0 + bkk) * p.sbk + n * p.sbn, b_ok)],
+                                 b_ok);
         }
         workgroupBarrier();
         for (var kk = 0; kk < 16; kk++) {
