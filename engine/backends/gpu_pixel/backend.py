@@ -39,6 +39,12 @@ class GpuPixelBackend(Backend):
         self.r = Renderer(self.dev)
         self.r.timestamps = self.r.timestamps and timestamps
         self.max_dim = self.r.max_dim
+        #: statistics of long rows (Softmax, LayerNormalization, ReduceSum/Mean over the last
+        #: axis) in two levels of passes on GPUs ("workgroup"), one fragment per row on CPU
+        #: adapters ("thread"); ENGINE_GPU_ROWS overrides, as for GPU_COMPUTE's rows
+        rows = os.environ.get("ENGINE_GPU_ROWS") or (
+            "thread" if self.dev.info.get("adapter_type") == "CPU" else "workgroup")
+        self.split_rows = rows == "workgroup"
         self.label = ""
         self._closed = False
         self.replay = replay if replay is not None else \
