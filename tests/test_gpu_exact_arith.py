@@ -34,6 +34,9 @@ def _run(op, inputs, backend, elem=TensorProto.FLOAT, opset=18, **attrs):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_division_is_correctly_rounded(backend, rng):
+    """Div's quotients equal NumPy's float32 ones. (Lavapipe divides exactly; on an H100
+    through Vulkan, where the remainder correction of div_f is on, this test still failed
+    on both backends: the cause is not established, see docs/PERFORMANCE.md.)"""
     # exact quotients (k * b / b), quotients landing on .5, random operands, and signed zeros,
     # infinities and NaN, which must keep the plain quotient (no subnormal quotients: GPUs
     # flush them to zero)
@@ -105,3 +108,34 @@ def test_small_results_keep_their_digits(op, ref, backend, rng):
     worst = int(np.argmax(rel))
     assert rel[worst] < 2e-5, (op, float(x[normal][worst]), float(got[normal][worst]),
                                float(want[normal][worst]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("coord", ["half_pixel", "pytorch_half_pixel", "align_corners",
+                                   "asymmetric", "half_pixel_symmetric"])
+@pytest.mark.parametrize("nearest", ["round_prefer_floor", "round_prefer_ceil", "floor",
+                                     "ceil"])
+def test_nearest_resize_on_rounding_boundaries(coord, nearest, backend, rng):
+    """Output sizes whose source coordinates land exactly on .5 or on integers (7 from 2,
+    8 from 4, 7 from 4 align_corners...), against the ONNX reference evaluator."""
+    import warnings
+
+    from onnx.reference import ReferenceEvaluator
+
+    for h, w, oh, ow in [(2, 2, 7, 8), (4, 4, 8, 8), (4, 5, 7, 15), (5, 3, 8, 6)]:
+        x = rng.standard_normal((1, 2, h, w)).astype(np.float32)
+        sizes = np.array([1, 2, oh, ow], np.int64)
+        graph = helper.make_graph(
+            [helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                              coordinate_transformation_mode=coord, nearest_mode=nearest)],
+            "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, oh, ow])],
+            [helper.make_tensor("sizes", TensorProto.INT64, [4], sizes)])
+        proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = ReferenceEvaluator(proto).run(None, {"x": x})[0]
+        with Worker(ModelLoader.from_proto(proto), backend) as worker:
+            got = worker.schedule({"x": x}).peek_output("y").download_to_array()
+            assert {t.backend for t in worker.last_profile.layers} == {backend}
+        np.testing.assert_array_equal(got, want, err_msg=f"{h}x{w} -> {oh}x{ow}")

@@ -1,47 +1,33 @@
-// Resize of the two innermost dims: nearest (4 rounding modes) or bilinear, with ONNX's
-// coordinate transformations. coord: 0 half_pixel, 1 pytorch_half_pixel, 2 align_corners,
-// 3 asymmetric, 4 tf_half_pixel_for_nearest, 5 half_pixel_symmetric.
+// Bilinear Resize of the two innermost dims, with ONNX's coordinate transformations. coord:
+// 0 half_pixel, 1 pytorch_half_pixel, 2 align_corners, 3 asymmetric, 4
+// tf_half_pixel_for_nearest, 5 half_pixel_symmetric. (Nearest: resize_nearest.wgsl, whose
+// source indices the host computes.)
 struct Params {
     n: i32, H: i32, W: i32, OH: i32,
-    OW: i32, linear: i32, coord: i32, nearest: i32,
+    OW: i32, pad2: i32, coord: i32, pad3: i32,
     scale_h: f32, scale_w: f32, pad0: i32, pad1: i32,
 }
-
-//!include common/math.wgsl
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 
-// divisions correctly rounded (div_f): a coordinate exactly on .5 must stay there for the
-// nearest modes' rounding
 fn source(o: i32, len_in: i32, len_out: i32, scale: f32) -> f32 {
     let fo = f32(o);
     switch p.coord {
-        case 1: { return select(0.0, div_f(fo + 0.5, scale) - 0.5, len_out > 1); }
+        case 1: { return select(0.0, (fo + 0.5) / scale - 0.5, len_out > 1); }
         // ONNX divides by the unrounded output length, scale * input length
-        case 2: { return select(div_f(fo * f32(len_in - 1), scale * f32(len_in) - 1.0), 0.0,
+        case 2: { return select(fo * f32(len_in - 1) / (scale * f32(len_in) - 1.0), 0.0,
                                 len_out == 1); }
-        case 3: { return div_f(fo, scale); }
-        case 4: { return div_f(fo + 0.5, scale); }
+        case 3: { return fo / scale; }
+        case 4: { return (fo + 0.5) / scale; }
         case 5: {
-            let adj = div_f(f32(len_out), scale * f32(len_in));
+            let adj = f32(len_out) / (scale * f32(len_in));
             let offset = f32(len_in) * 0.5 * (1.0 - adj);
-            return offset + div_f(fo + 0.5, scale) - 0.5;
+            return offset + (fo + 0.5) / scale - 0.5;
         }
-        default: { return div_f(fo + 0.5, scale) - 0.5; }
+        default: { return (fo + 0.5) / scale - 0.5; }
     }
-}
-
-fn nearest(v: f32, len_in: i32) -> i32 {
-    var r: f32;
-    switch p.nearest {
-        case 1: { r = floor(v + 0.5); }
-        case 2: { r = floor(v); }
-        case 3: { r = ceil(v); }
-        default: { r = ceil(v - 0.5); }
-    }
-    return clamp(i32(r), 0, len_in - 1);
 }
 
 // a + (b - a) t, leaving out a tap whose weight is 0: a NaN or an infinity there must not
@@ -59,10 +45,6 @@ fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw
     let base = (i / (p.OW * p.OH)) * p.H * p.W;
     let sy = source(oh, p.H, p.OH, p.scale_h);
     let sx = source(ow, p.W, p.OW, p.scale_w);
-    if (p.linear == 0) {
-        y[i] = x[base + nearest(sy, p.H) * p.W + nearest(sx, p.W)];
-        return;
-    }
     let cy = clamp(sy, 0.0, f32(p.H - 1));
     let cx = clamp(sx, 0.0, f32(p.W - 1));
     let y0 = i32(floor(cy));

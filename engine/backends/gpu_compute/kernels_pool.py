@@ -98,6 +98,16 @@ def _resize_check(layer, metas):
     return scales if isinstance(scales, str) else None
 
 
+def _nearest_indices(layer, n_in: int, n_out: int, scale: float) -> np.ndarray:
+    """Source index of each output index of a nearest Resize along one axis, from the
+    sampling geometry the CPU backend shares (so exactly the reference's)."""
+    mode = layer.attr("coordinate_transformation_mode", "half_pixel")
+    if mode == "tf_half_pixel_for_nearest":
+        mode = "tf_half_pixel_for_nn"
+    coords = source_coords(mode, n_out, n_in, float(scale), (0.0, 1.0))
+    return axis_weights(coords, n_in, float(scale), layer).argmax(axis=1)
+
+
 def _repeats(layer, shape, out_shape, scales) -> bool:
     """Whether a nearest Resize maps output index o to input o // f along both innermost
     dims (integer factors f; e.g. half_pixel with round_prefer_floor), checked on the host
@@ -107,11 +117,7 @@ def _repeats(layer, shape, out_shape, scales) -> bool:
     for n_in, n_out, scale in zip(shape[-2:], out_shape[-2:], scales, strict=True):
         if not n_in or n_out % n_in:
             return False
-        mode = layer.attr("coordinate_transformation_mode", "half_pixel")
-        if mode == "tf_half_pixel_for_nearest":
-            mode = "tf_half_pixel_for_nn"
-        coords = source_coords(mode, n_out, n_in, float(scale), (0.0, 1.0))
-        idx = axis_weights(coords, n_in, float(scale), layer).argmax(axis=1)
+        idx = _nearest_indices(layer, n_in, n_out, scale)
         if not np.array_equal(idx, np.arange(n_out) // (n_out // n_in)):
             return False
     return True
@@ -131,11 +137,19 @@ def Resize(ctx, layer, ins, metas, out_metas):
         strided_copy(ctx, ins[0], y, [n // (OH * OW), H, fh, fw, W], [H * W, W, 0, 0, 1],
                      [OH * OW, fh * OW, OW, 1, fw])
         return [y]
+    if n and layer.attr("mode", "nearest") == "nearest":
+        # source indices from the host: a coordinate on a rounding boundary must not move
+        # with the GPU's division (NVIDIA's Vulkan driver divides up to 2 ulp off)
+        H, W, OH, OW = shape[-2], shape[-1], out.shape[-2], out.shape[-1]
+        table = ctx.upload(np.concatenate([_nearest_indices(layer, H, OH, sh),
+                                           _nearest_indices(layer, W, OW, sw)]).astype(np.int32))
+        ctx.dispatch(Program.of("resize_nearest.wgsl"), [ins[0], table, y],
+                     pack(n, H, W, OH, OW, 0, 0, 0), -(-n // 256))
+        ctx.free(table)
+        return [y]
     if n:
         coord = COORD[layer.attr("coordinate_transformation_mode", "half_pixel")]
-        params = pack(n, shape[-2], shape[-1], out.shape[-2], out.shape[-1],
-                      int(layer.attr("mode", "nearest") == "linear"), coord,
-                      NEAREST[layer.attr("nearest_mode", "round_prefer_floor")], float(sh),
-                      float(sw), 0, 0)
+        params = pack(n, shape[-2], shape[-1], out.shape[-2], out.shape[-1], 0, coord, 0,
+                      float(sh), float(sw), 0, 0)
         ctx.dispatch(Program.of("resize.wgsl"), [ins[0], y], params, -(-n // 256))
     return [y]
