@@ -22,11 +22,13 @@ fn tanh_f(x: f32) -> f32 {
     return select(select(tanh(x), sign(x), abs(x) > 15.0), series, abs(x) < 0.1);
 }
 
-// a / b correctly rounded. Vulkan lets a GPU divide to 2.5 ulp (NVIDIA's is 2 ulp off on a
-// quarter of random operands), which moves quotients across rounding boundaries: Round after
-// a Div, a nearest Resize coordinate landing on .5. Where the device needs it and its fma is
-// fused (gpu_common/arith_probe.py sets DIV_CORRECTION), the remainder of the approximate
-// quotient, exact by fma, corrects it. Zeros, infinities and NaN keep the plain quotient.
+// a / b, brought to the correctly rounded quotient where the driver's is not. Vulkan lets a
+// GPU divide to 2.5 ulp (NVIDIA's is 2 ulp off on a quarter of random operands), which moves
+// quotients across rounding boundaries: Round after a Div (DynamicQuantizeLinear written
+// out). Where the device needs it and its fma is fused (gpu_common/arith_probe.py sets
+// DIV_CORRECTION), the remainder of the approximate quotient, exact by fma, corrects it.
+// Zeros, infinities and NaN keep the plain quotient. (On an H100 a test of exact quotients
+// still failed with the correction on; see docs/PERFORMANCE.md.)
 override DIV_CORRECTION: bool = false;
 
 fn div_f(a: f32, b: f32) -> f32 {
