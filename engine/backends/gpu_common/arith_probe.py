@@ -2,11 +2,12 @@
 
 Vulkan lets a GPU divide to 2.5 ulp. NVIDIA's driver does (a quarter of random quotients are
 1 or 2 ulp off), which moves results across rounding boundaries that ONNX models rely on: a
-Round after a Div (DynamicQuantizeLinear written out), a nearest Resize coordinate that is
-exactly .5. Where division is inexact and ``fma`` is fused, the shaders' ``div_f`` corrects
-the quotient by its exact remainder (``override DIV_CORRECTION`` in ``common/math.wgsl``).
-Where ``fma`` is a multiply and an add (lavapipe), that correction would do harm; there the
-probe has so far always found division correctly rounded.
+Round after a Div (DynamicQuantizeLinear written out). Where division is inexact and ``fma``
+is fused, the shaders' ``div_f`` corrects the quotient by its exact remainder (``override
+DIV_CORRECTION`` in ``common/math.wgsl``). Where ``fma`` is a multiply and an add (lavapipe),
+that correction would do harm; there the probe has so far always found division correctly
+rounded. (Index arithmetic that must be exact, such as a nearest Resize's source indices,
+is done on the host instead.)
 """
 
 from __future__ import annotations
