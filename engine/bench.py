@@ -133,13 +133,14 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
         times["onnxruntime"] = []
     workers = {}
     clocks: dict[str, HostClock] = {}
+    warm_ms: dict[str, float] = {}  # the last warm-up run's time, per backend
     try:
         for b in backends:
             workers[b.value] = Worker(model, b)
             if host and b is not BackendType.CPU:
                 clocks[b.value] = HostClock(workers[b.value])
             for _ in range(WARMUP_RUNS):
-                _timed_engine(workers[b.value], feeds, out_name)
+                warm_ms[b.value] = _timed_engine(workers[b.value], feeds, out_name)
             finish_tuning(workers[b.value],
                           lambda w=workers[b.value]: _timed_engine(w, feeds, out_name))
         for _ in range(WARMUP_RUNS if compare else 0):
@@ -149,7 +150,11 @@ def bench_model(name: str, path: str, backends: list[BackendType], repeat: int, 
             count = repeat * (r + 1) // rounds - repeat * r // rounds
             for key, worker in workers.items():
                 clock = clocks.get(key)
-                if key == BackendType.CPU.value:  # GPU runs here take seconds: warm enough
+                last_ms = times[key][-1] if times[key] else warm_ms.get(key, 0.0)
+                if key == BackendType.CPU.value or last_ms < WARM_S * 1e3:
+                    # a GPU clocks down while idle too: on an H100 BERT ran 3x slower right
+                    # after onnxruntime's block. A run longer than WARM_S (lavapipe's) keeps
+                    # the device busy by itself.
                     _warm(lambda worker=worker: _timed_engine(worker, feeds, out_name))
                 for _ in range(count):
                     if clock is not None:
