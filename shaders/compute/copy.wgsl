@@ -4,16 +4,7 @@
 // copies a run of up to 64 elements along the innermost dim, so the integer divisions that
 // decode the outer index (slow on CPU adapters, which cannot vectorise them) are paid once
 // per run rather than once per element.
-struct Params {
-    n: i32, rank: i32, in_base: i32, out_base: i32,
-    inner: i32, chunks: i32, pad0: i32, pad1: i32,
-    shape: array<vec4<i32>, 2>,
-    si: array<vec4<i32>, 2>,
-    so: array<vec4<i32>, 2>,
-    m: array<vec4<i32>, 2>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+//!include compute/copy_params.wgsl
 // x and y of single words (T=word) or of groups of 4 words where runs, strides and bases
 // are multiples of 4 (T=quad: a quarter of the loads and stores; strided_copy picks it)
 //!include compute/copy_${T}.wgsl

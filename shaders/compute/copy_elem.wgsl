@@ -2,16 +2,7 @@
 // element per invocation: for GPUs, where neighbouring invocations must touch neighbouring
 // words for the memory system to coalesce them. copy.wgsl's runs of 64 elements per
 // invocation (which spare CPU adapters the integer divisions) put them 64 elements apart.
-struct Params {
-    n: i32, rank: i32, in_base: i32, out_base: i32,
-    inner: i32, chunks: i32, pad0: i32, pad1: i32,
-    shape: array<vec4<i32>, 2>,
-    si: array<vec4<i32>, 2>,
-    so: array<vec4<i32>, 2>,
-    m: array<vec4<i32>, 2>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+//!include compute/copy_params.wgsl
 //!include compute/copy_${T}.wgsl
 
 @compute @workgroup_size(64)

@@ -1,14 +1,7 @@
 // Normalise rows of length L: Instance-, Layer- and GroupNormalization. The scale/bias index
 // of element j of row r is ((r % sm) * L + j) / sd: per position (layer), per channel
 // (instance: sm = C, L = sd) or per channel inside a group (group: sd = spatial size).
-struct Params { rows: i32, L: i32, sm: i32, sd: i32, eps: f32, stats: i32, pad0: i32, pad1: i32 }
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> scale: array<f32>;
-@group(0) @binding(3) var<storage, read> shift: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<storage, read_write> stats: array<f32>;
+//!include compute/rownorm_params.wgsl
 
 @compute @workgroup_size(64)
 fn main(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {

@@ -2,14 +2,7 @@
 // walking a whole row reads it serially and uncoalesced three times (a LayerNormalization
 // of 64 rows of 256 took 0.28 ms on a real GPU). Mean, then the mean squared deviation, as
 // rownorm.wgsl computes them, each summed in strided shares and then in workgroup memory.
-struct Params { rows: i32, L: i32, sm: i32, sd: i32, eps: f32, stats: i32, pad0: i32, pad1: i32 }
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> scale: array<f32>;
-@group(0) @binding(3) var<storage, read> shift: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<storage, read_write> stats: array<f32>;
+//!include compute/rownorm_params.wgsl
 
 var<workgroup> part: array<f32, 64>;
 

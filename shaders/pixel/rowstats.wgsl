@@ -16,12 +16,8 @@ const ROW: bool = ${ROW};
 //!include pixel/rowstats_common.wgsl
 
 fn stat_moments(s: u32, y: u32) -> vec4<f32> {
-    // shifted sums (by the row's first element) keep the variance accurate
     let w = row_width();
-    var c = ld(X, 0u, y);
-    if (ROW) {
-        c = c.xxxx;
-    }
+    let c = moments_shift(y);
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
     for (var x = 0u; x < w; x++) {
@@ -29,13 +25,7 @@ fn stat_moments(s: u32, y: u32) -> vec4<f32> {
         s1 += d;
         s2 += d * d;
     }
-    let n = count();
-    let m1 = hsum(s1) / n;
-    if (s == 0u) {
-        return c + m1;
-    }
-    let var_ = max(hsum(s2) / n - m1 * m1, vec4<f32>(0.0));
-    return inverseSqrt(var_ + U.f[0].x);
+    return finish_moments(s, c, s1, s2);
 }
 
 fn stat_softmax(s: u32, y: u32) -> vec4<f32> {

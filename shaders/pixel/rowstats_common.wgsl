@@ -1,4 +1,5 @@
-// Helpers of rowstats.wgsl and rowstats_part.wgsl (which define ROW and bind X).
+// Helpers of rowstats.wgsl, rowstats_part.wgsl and rowstats_merge.wgsl (which define ROW
+// and bind X).
 
 fn row_width() -> u32 {
     return U.t[0].d1.w;
@@ -33,4 +34,26 @@ fn count() -> f32 {
         return f32(U.i[0].x);
     }
     return f32(row_width());
+}
+
+// the shift of the moments' sums: the row's first element (all 4 components in ROW mode);
+// shifted sums keep the variance accurate
+fn moments_shift(y: u32) -> vec4<f32> {
+    let c = ld(X, 0u, y);
+    if (ROW) {
+        return c.xxxx;
+    }
+    return c;
+}
+
+// statistic s of the moments from the shifted sums s1 = sum (x - c), s2 = sum (x - c)^2:
+// 0 = mean, 1 = 1 / sqrt(variance + f[0].x)
+fn finish_moments(s: u32, c: vec4<f32>, s1: vec4<f32>, s2: vec4<f32>) -> vec4<f32> {
+    let n = count();
+    let m1 = hsum(s1) / n;
+    if (s == 0u) {
+        return c + m1;
+    }
+    let var_ = max(hsum(s2) / n - m1 * m1, vec4<f32>(0.0));
+    return inverseSqrt(var_ + U.f[0].x);
 }

@@ -28,23 +28,13 @@ fn merge_softmax(s: u32, y: u32) -> vec4<f32> {
 
 fn merge_moments(s: u32, y: u32) -> vec4<f32> {
     let n = u32(U.i[0].y);
-    var c = ld(X, 0u, y);
-    if (ROW) {
-        c = c.xxxx;
-    }
     var s1 = vec4<f32>(0.0);
     var s2 = vec4<f32>(0.0);
     for (var k = 0u; k < n; k++) {
         s1 += ld(P, 2u * k, y);
         s2 += ld(P, 2u * k + 1u, y);
     }
-    let count_ = count();
-    let m1 = hsum(s1) / count_;
-    if (s == 0u) {
-        return c + m1;
-    }
-    let var_ = max(hsum(s2) / count_ - m1 * m1, vec4<f32>(0.0));
-    return inverseSqrt(var_ + U.f[0].x);
+    return finish_moments(s, moments_shift(y), s1, s2);
 }
 
 fn merge_sum(s: u32, y: u32) -> vec4<f32> {

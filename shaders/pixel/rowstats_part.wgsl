@@ -32,10 +32,7 @@ fn part_softmax(s: u32, y: u32, x0: u32, x1: u32) -> vec4<f32> {
 }
 
 fn part_moments(s: u32, y: u32, x0: u32, x1: u32) -> vec4<f32> {
-    var c = ld(X, 0u, y);
-    if (ROW) {
-        c = c.xxxx;
-    }
+    let c = moments_shift(y);
     var acc = vec4<f32>(0.0);
     for (var x = x0; x < x1; x++) {
         let d = at(x, y, c.x) - c;
