@@ -119,15 +119,20 @@ class GpuDevice:
         with gpu_errors("reading back from the GPU"):
             return self.reader.read(staging, convert)
 
-    def read_buffer_async(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
-                          offset: int = 0) -> Future:
-        """Copy ``src`` to a staging buffer now and map it; the future gets the array."""
-        size = max(4, (nbytes + 3) // 4 * 4)
+    def staging_buffer(self, nbytes: int):
+        """A MAP_READ | COPY_DST buffer for a read of ``nbytes`` (pooled: hand it to
+        ``read_staged_async`` after work filled it, or back with ``give_back_staging``)."""
         with gpu_errors("reading a tensor back"):
-            staging = self.reader.staging(size)
-            enc = self.device.create_command_encoder()
-            enc.copy_buffer_to_buffer(src, offset, staging, 0, size)
-            self.queue.submit([enc.finish()])
+            return self.reader.staging(staging_size(nbytes))
+
+    def give_back_staging(self, staging) -> None:
+        """Return a staging buffer that will not be read to the pool."""
+        self.reader.give_back(staging)
+
+    def read_staged_async(self, staging, nbytes: int, dtype: np.dtype,
+                          shape: tuple[int, ...]) -> Future:
+        """Map ``staging`` (from ``staging_buffer``, filled by submitted work); the future
+        gets its first ``nbytes`` as an array, and the buffer returns to the pool."""
 
         def convert(raw) -> np.ndarray:
             # ``raw`` is the mapped memory itself: the copy is the only one made
@@ -136,10 +141,26 @@ class GpuDevice:
         with gpu_errors("reading back from the GPU"):
             return self.reader.read(staging, convert, reuse=True, copy=False)
 
+    def read_buffer_async(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
+                          offset: int = 0) -> Future:
+        """Copy ``src`` to a staging buffer now and map it; the future gets the array."""
+        staging = self.staging_buffer(nbytes)
+        with gpu_errors("reading a tensor back"):
+            enc = self.device.create_command_encoder()
+            enc.copy_buffer_to_buffer(src, offset, staging, 0, staging_size(nbytes))
+            self.queue.submit([enc.finish()])
+        return self.read_staged_async(staging, nbytes, dtype, shape)
+
     def read_buffer(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],
                     offset: int = 0) -> np.ndarray:
         """Blocking readback of ``src``."""
         return self.read_buffer_async(src, nbytes, dtype, shape, offset).result()
+
+
+def staging_size(nbytes: int) -> int:
+    """Bytes of the staging buffer (and of the copy into it) for a read of ``nbytes``:
+    copies move whole 4-byte words."""
+    return max(4, (nbytes + 3) // 4 * 4)
 
 
 def get_device(adapter_name: str | None = None) -> GpuDevice:

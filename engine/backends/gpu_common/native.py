@@ -152,14 +152,17 @@ class RawRun:
         finally:
             lib.wgpuCommandBufferRelease(cb)
 
-    def run(self, record, stamps: tuple | None = None) -> None:
+    def run(self, record, stamps: tuple | None = None, copies=()) -> None:
         """``begin`` an encoder, ``record(encoder)`` into it, resolve ``stamps`` ((query
-        set, count, buffer), when given) and ``submit``; an error drops the encoder."""
+        set, count, buffer), when given), copy ``copies`` ((source, destination, bytes):
+        whole buffers from their start) and ``submit``; an error drops the encoder."""
         self.begin()
         try:
             record(self.encoder)
             if stamps:
                 self.resolve(*stamps)
+            for src, dst, size in copies:
+                self.copy_buffer(src, 0, dst, 0, size)
         except BaseException:
             self.abandon()
             raise

@@ -50,7 +50,8 @@ class Reader:
         usage = self._wgpu.BufferUsage.MAP_READ | self._wgpu.BufferUsage.COPY_DST
         return self._device.create_buffer(size=size, usage=usage)
 
-    def _give_back(self, buf) -> None:
+    def give_back(self, buf) -> None:
+        """Keep ``buf`` (unmapped) for a later read of its size, or destroy it."""
         size = int(buf.size)
         with self._lock:
             free = self._free.setdefault(size, [])
@@ -108,7 +109,7 @@ class Reader:
             return
         if reuse:
             try:
-                self._give_back(staging)
+                self.give_back(staging)
             except Exception:  # a buffer that cannot be kept is simply not reused
                 pass
         fut.set_result(result)

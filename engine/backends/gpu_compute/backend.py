@@ -184,6 +184,9 @@ class GpuComputeBackend(Backend):
     def free(self, handle: Any) -> None:
         if self._closed or not isinstance(handle, GpuTensor) or handle.alloc is None:
             return
+        if handle.early is not None:
+            handle.early, early = None, handle.early
+            early.dropped(self.gpu)
         (self.pool if self._dry is None else self._dry.pool).release(handle.alloc)
 
     def download(self, handle: GpuTensor, meta: Meta) -> np.ndarray:
@@ -197,8 +200,15 @@ class GpuComputeBackend(Backend):
             return fut
         self.flush()
         raw_dtype = np.dtype(np.uint32) if dtype == np.dtype(bool) else dtype
-        raw = self.gpu.read_buffer_async(handle.buffer, meta.size * raw_dtype.itemsize,
-                                         raw_dtype, shape)
+        nbytes = meta.size * raw_dtype.itemsize
+        staging = None
+        if handle.early is not None:
+            handle.early, early = None, handle.early
+            staging = early.taken(self.gpu, nbytes)
+        if staging is not None:  # the run that wrote it also copied it out
+            raw = self.gpu.read_staged_async(staging, nbytes, raw_dtype, shape)
+        else:
+            raw = self.gpu.read_buffer_async(handle.buffer, nbytes, raw_dtype, shape)
         if dtype != np.dtype(bool):
             return raw
         out: Future = Future()

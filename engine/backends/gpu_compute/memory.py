@@ -10,7 +10,8 @@ their source's buffer.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -64,6 +65,8 @@ class GpuTensor:
     alloc: Allocation
     shape: tuple[int, ...]
     dtype: np.dtype
+    #: a replayed run's output: its read back state (``replay.EarlyRead``), else None
+    early: Any = field(default=None, compare=False, repr=False)
 
     @property
     def buffer(self):

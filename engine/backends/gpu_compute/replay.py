@@ -26,6 +26,7 @@ import numpy as np
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
+from engine.backends.gpu_common.device import staging_size
 from engine.backends.gpu_common.guards import guards_hold, host_values
 from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
 from engine.backends.gpu_compute.memory import GpuTensor
@@ -59,6 +60,8 @@ class Replay:
         self._since_sample = SAMPLE_EVERY
         self._reading: Future | None = None
         self.prefix_ms: dict[str, float] = {}  # the last run's prefix times (ms)
+        #: outputs whose last run's value was read back: runs copy them out early
+        self.read_back: set[str] = set()
         self.layers = [(layer, BackendType.CPU if plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in model.layers]
         self._arena: list = []  # pool allocations held by the replay
@@ -118,19 +121,27 @@ class Replay:
         t_run = time.perf_counter()
         backend.begin_run()
         backend.flush()
+        gpu = backend.gpu
         with gpu_errors("running a replayed plan"):
             allocs, ops = self._output_set()
             sample = self._sample_now()
-            self._submitter.submit(self, feeds, ops, sample)
+            early = {name: EarlyRead(self, name) for name in self.outputs}
+            copies = self._early_copies(gpu, allocs, early, sample)
+            try:
+                self._submitter.submit(self, feeds, ops, sample, copies)
+            except BaseException:
+                for _, staging, _ in copies:
+                    gpu.give_back_staging(staging)
+                raise
             outs = {}
             for name, (aid, like) in self.outputs.items():
                 alloc = allocs[aid]
                 alloc.refs += 1  # the output tensor's reference; the ring keeps its own
-                outs[name] = GpuTensor(alloc, like.shape, like.dtype)
+                outs[name] = GpuTensor(alloc, like.shape, like.dtype, early[name])
         for name, fut in futures.items():
             fut.set_result(Stored(backend, outs[name], self.metas[name]))
         if sample:
-            self._reading = self._read_stamps()
+            self._reading = self._read_stamps(copies[-1][1])
             backend._timestamps.add(self._reading)
         publish_replayed_profile(worker, self.layers, self.last_times, t_run,
                                  self.prefix_ms)
@@ -148,10 +159,27 @@ class Replay:
         self._since_sample = 0
         return True
 
-    def _read_stamps(self) -> Future:
-        gpu = self.backend.gpu
-        raw = gpu.read_buffer_async(self.resolve_buf, self.stamps * 8, np.dtype(np.uint64),
-                                    (self.stamps,))
+    def _early_copies(self, gpu, allocs: dict, early: dict, sample: bool) -> list:
+        """(source, staging buffer, bytes) of the copies the run records after its work: the
+        outputs whose previous run's values were read back (``EarlyRead``), then the
+        resolved timestamps when ``sample``. A read then maps the staging buffer without a
+        command buffer and a submit of its own (the second submit was most of a small
+        model's readback on the engine thread)."""
+        copies = []
+        for name in self.read_back:
+            aid, like = self.outputs[name]
+            if like.nbytes:
+                staging = gpu.staging_buffer(like.nbytes)
+                early[name].staging, early[name].nbytes = staging, like.nbytes
+                copies.append((allocs[aid].buffer, staging, staging_size(like.nbytes)))
+        if sample:
+            nbytes = self.stamps * 8
+            copies.append((self.resolve_buf, gpu.staging_buffer(nbytes), nbytes))
+        return copies
+
+    def _read_stamps(self, staging) -> Future:
+        raw = self.backend.gpu.read_staged_async(staging, self.stamps * 8,
+                                                 np.dtype(np.uint64), (self.stamps,))
         out: Future = Future()
         spans = self.spans
 
@@ -169,6 +197,35 @@ class Replay:
 
         raw.add_done_callback(done)
         return out
+
+
+class EarlyRead:
+    """The read back state of one replayed run's output: where the run copied it to (a
+    staging buffer, when the previous run's value of that output was read), and the replay
+    to tell whether this one was read (reads go on being copied early while they happen)."""
+
+    __slots__ = ("replay", "name", "staging", "nbytes")
+
+    def __init__(self, replay: Replay, name: str):
+        self.replay, self.name = replay, name
+        self.staging, self.nbytes = None, 0
+
+    def taken(self, gpu, nbytes: int):
+        """The output is being read: its staging buffer when it holds the ``nbytes`` asked
+        for (None: copy it now)."""
+        self.replay.read_back.add(self.name)
+        staging, self.staging = self.staging, None
+        if staging is not None and self.nbytes != nbytes:
+            gpu.give_back_staging(staging)
+            return None
+        return staging
+
+    def dropped(self, gpu) -> None:
+        """The output was released unread: stop copying it early."""
+        self.replay.read_back.discard(self.name)
+        if self.staging is not None:
+            gpu.give_back_staging(self.staging)
+            self.staging = None
 
 
 class Replays:

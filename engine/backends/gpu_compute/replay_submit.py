@@ -29,12 +29,13 @@ class Submitter:
         """Drop the flattened ops (the replay gave its output sets back)."""
         self._flat.clear()
 
-    def submit(self, replay, feeds: dict, ops: list, sample: bool) -> None:
+    def submit(self, replay, feeds: dict, ops: list, sample: bool, copies: list = ()) -> None:
         """Write ``feeds`` into the replay's input buffers, record ``ops`` (with timestamps
-        when ``sample``) into one encoder and submit it."""
+        when ``sample``) and then ``copies`` ((source, destination, bytes)) into one encoder
+        and submit it."""
         raw = self._raw_run
         if raw is None:
-            self._submit_public(replay, feeds, ops, sample)
+            self._submit_public(replay, feeds, ops, copies)
             return
         for name, buf in replay.feeds:
             value = _input_array(feeds[name])
@@ -42,7 +43,8 @@ class Submitter:
                 raw.write(buf, value)
         flat = self._flat_ops(replay, ops)
         raw.run(lambda _: self._record_raw(raw, flat, sample and replay.query_set),
-                (replay.query_set, replay.stamps, replay.resolve_buf) if sample else None)
+                (replay.query_set, replay.stamps, replay.resolve_buf) if sample else None,
+                copies)
 
     @staticmethod
     def _record_raw(raw: RawRun, flat: list, query_set) -> None:
@@ -92,7 +94,7 @@ class Submitter:
         self._flat[id(ops)] = (ops, flat)
         return flat
 
-    def _submit_public(self, replay, feeds: dict, ops: list, sample: bool) -> None:
+    def _submit_public(self, replay, feeds: dict, ops: list, copies: list) -> None:
         """The same through wgpu-py's public API (no timestamps: ``stamps`` is False)."""
         backend = self.backend
         queue = backend.queue
@@ -111,6 +113,8 @@ class Submitter:
                 cpass.set_bind_group(0, group)
                 cpass.dispatch_workgroups(*groups)
             cpass.end()
+        for src, dst, size in copies:
+            encoder.copy_buffer_to_buffer(src, 0, dst, 0, size)
         queue.submit([encoder.finish()])
 
 

@@ -1,0 +1,159 @@
+"""GPU_COMPUTE replays copy the outputs that the previous run's reader read into staging
+buffers inside the run's own command encoder, so reading them back maps without a submit of
+its own. Values must be those of their own run, whatever the order of runs and reads, for
+float, bool and int64 outputs; outputs no longer read stop being copied."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from modelgen import F, model
+from onnx import TensorProto, helper
+
+from engine import ModelLoader, Worker
+from engine.backends import BackendType
+from engine.backends.gpu_common.device import GpuDevice
+from engine.backends.gpu_compute import replay_submit
+
+pytestmark = pytest.mark.usefixtures("require_gpu")
+GPU = BackendType.GPU_COMPUTE
+SHAPE = (3, 37)
+
+
+def _three_outputs():
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
+             helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("Mul", ["x", "ten"], ["x10"]),
+             helper.make_node("Cast", ["x10"], ["big"], to=TensorProto.INT64)]
+    inits = [helper.make_tensor("zero", F, [], [0.0]), helper.make_tensor("ten", F, [], [10.0])]
+    outs = [("sq", F, list(SHAPE)), ("pos", TensorProto.BOOL, list(SHAPE)),
+            ("big", TensorProto.INT64, list(SHAPE))]
+    return ModelLoader.from_proto(model(nodes, [("x", F, list(SHAPE))], outs, inits))
+
+
+def _want(x: np.ndarray) -> dict[str, np.ndarray]:
+    x64 = x.astype(np.float64)
+    return {"sq": (x64 * x64).astype(np.float32), "pos": x > 0,
+            "big": np.trunc(x.astype(np.float32) * np.float32(10)).astype(np.int64)}
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """The output reads by route: "staged" (copied by the run) or "copied" (copied now)."""
+    seen: list[tuple[str, np.dtype]] = []
+    inside_copied: list[bool] = []  # (a copied read maps through read_staged_async too)
+    staged, copied = GpuDevice.read_staged_async, GpuDevice.read_buffer_async
+
+    def read_staged(self, staging, nbytes, dtype, shape):
+        if not inside_copied:
+            seen.append(("staged", np.dtype(dtype)))
+        return staged(self, staging, nbytes, dtype, shape)
+
+    def read_copied(self, src, nbytes, dtype, shape, offset=0):
+        seen.append(("copied", np.dtype(dtype)))
+        inside_copied.append(True)
+        try:
+            return copied(self, src, nbytes, dtype, shape, offset)
+        finally:
+            inside_copied.pop()
+
+    monkeypatch.setattr(GpuDevice, "read_staged_async", read_staged)
+    monkeypatch.setattr(GpuDevice, "read_buffer_async", read_copied)
+    return seen
+
+
+def _outputs_read(seen) -> list[str]:
+    """The routes of output reads (timestamps, read as uint64, left out)."""
+    return [route for route, dtype in seen if dtype != np.dtype(np.uint64)]
+
+
+def _replay(worker):
+    (rep,) = worker._backend._replays._by_sig.values()
+    return rep
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["native", "public-api"])
+def test_outputs_read_after_each_run_come_from_the_runs_copies(rng, reads, raw, monkeypatch):
+    if not raw:
+        monkeypatch.setattr(replay_submit, "NATIVE", None)
+    m = _three_outputs()
+    with Worker(m, GPU) as worker:
+        for run in range(7):
+            x = rng.standard_normal(SHAPE).astype(np.float32)
+            worker.schedule({"x": x})
+            want = _want(x)
+            reads.clear()
+            got = worker.peek_output("sq").download_to_array()
+            np.testing.assert_allclose(got, want["sq"], rtol=1e-6)
+            if run >= 3:  # replayed since the second run, read before: copied by the run
+                assert _outputs_read(reads) == ["staged"], (run, reads)
+            if run >= 4:  # "pos" read from the fifth run on: the first read copies it
+                reads.clear()
+                np.testing.assert_array_equal(worker.peek_output("pos").download_to_array(),
+                                              want["pos"])
+                assert _outputs_read(reads) == ["copied" if run == 4 else "staged"], reads
+        assert _replay(worker).read_back == {"sq", "pos"}
+
+
+def test_each_tensor_keeps_its_own_runs_values(rng, reads):
+    """Several runs scheduled before any read; reads in reverse order, int64 included."""
+    m = _three_outputs()
+    with Worker(m, GPU) as worker:
+        for _ in range(4):  # recorded, replayed, and each output read once
+            worker.schedule({"x": rng.standard_normal(SHAPE).astype(np.float32)})
+            for name in ("sq", "pos", "big"):
+                worker.peek_output(name).download_to_array()
+        xs, held = [], []
+        for _ in range(3):
+            xs.append(rng.standard_normal(SHAPE).astype(np.float32))
+            worker.schedule({"x": xs[-1]})
+            held.append({n: worker.peek_output(n) for n in ("sq", "pos", "big")})
+        reads.clear()
+        for x, tensors in reversed(list(zip(xs, held))):
+            want = _want(x)
+            for name, tensor in tensors.items():
+                got = tensor.download_to_array()
+                assert got.dtype == want[name].dtype
+                np.testing.assert_allclose(got, want[name], rtol=1e-6)
+        assert set(_outputs_read(reads)) == {"staged"}, reads
+
+
+def test_outputs_no_longer_read_stop_being_copied(rng, reads):
+    m = _three_outputs()
+    with Worker(m, GPU) as worker:
+        for _ in range(4):
+            worker.schedule({"x": rng.standard_normal(SHAPE).astype(np.float32)})
+            worker.peek_output("sq").download_to_array()
+            worker.peek_output("big").download_to_array()
+        rep = _replay(worker)
+        assert rep.read_back == {"sq", "big"}
+        for _ in range(3):  # "big" dropped unread: released before the next run's copies
+            x = rng.standard_normal(SHAPE).astype(np.float32)
+            worker.schedule({"x": x})
+            np.testing.assert_allclose(worker.peek_output("sq").download_to_array(),
+                                       _want(x)["sq"], rtol=1e-6)
+        assert rep.read_back == {"sq"}
+        # and a late read of an output that was not copied early still reads its own run
+        x = rng.standard_normal(SHAPE).astype(np.float32)
+        worker.schedule({"x": x})
+        reads.clear()
+        np.testing.assert_array_equal(worker.peek_output("big").download_to_array(),
+                                      _want(x)["big"])
+        assert _outputs_read(reads) == ["copied"]
+
+
+def test_outputs_read_after_the_worker_closed(rng):
+    """close() reads live outputs back first: the early copies serve those reads too."""
+    m = _three_outputs()
+    worker = Worker(m, GPU)
+    for _ in range(4):
+        x = rng.standard_normal(SHAPE).astype(np.float32)
+        worker.schedule({"x": x})
+        worker.peek_output("pos").download_to_array()
+    x = rng.standard_normal(SHAPE).astype(np.float32)
+    worker.schedule({"x": x})
+    tensors = {n: worker.peek_output(n) for n in ("sq", "pos", "big")}
+    worker.close()
+    want = _want(x)
+    for name, tensor in tensors.items():
+        np.testing.assert_allclose(tensor.download_to_array(), want[name], rtol=1e-6)
