@@ -1,7 +1,7 @@
-"""GPU_COMPUTE replays copy the outputs that the previous run's reader read into staging
-buffers inside the run's own command encoder, so reading them back maps without a submit of
-its own. Values must be those of their own run, whatever the order of runs and reads, for
-float, bool and int64 outputs; outputs no longer read stop being copied."""
+"""Replays (both GPU backends) copy the outputs that the previous run's reader read into
+staging buffers inside the run's own command encoder, so reading them back maps without a
+submit of its own. Values must be those of their own run, whatever the order of runs and
+reads, for float, bool and int64 outputs; outputs no longer read stop being copied."""
 
 from __future__ import annotations
 
@@ -14,51 +14,72 @@ from engine import ModelLoader, Worker
 from engine.backends import BackendType
 from engine.backends.gpu_common.device import GpuDevice
 from engine.backends.gpu_compute import replay_submit
+from engine.backends.gpu_pixel import replay as pixel_replay
+from engine.backends.gpu_pixel.renderer import Renderer
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
-GPU = BackendType.GPU_COMPUTE
 SHAPE = (3, 37)
 
 
-def _three_outputs():
+@pytest.fixture(params=[BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL],
+                ids=["compute", "pixel"])
+def GPU(request):
+    return request.param
+
+
+def _three_outputs(backend: BackendType):
+    """x -> sq (float), pos, big: bool and int64 on GPU_COMPUTE; on GPU_PIXEL, whose
+    textures hold floats only (and which computes comparisons and integer casts on the CPU,
+    so that the plan would not replay), float too."""
+    floats = backend is BackendType.GPU_PIXEL
     nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),
-             helper.make_node("Greater", ["x", "zero"], ["pos"]),
+             helper.make_node("Relu" if floats else "Greater",
+                              ["x"] if floats else ["x", "zero"], ["pos"]),
              helper.make_node("Mul", ["x", "ten"], ["x10"]),
-             helper.make_node("Cast", ["x10"], ["big"], to=TensorProto.INT64)]
+             helper.make_node("Floor" if floats else "Cast", ["x10"], ["big"],
+                              **({} if floats else {"to": TensorProto.INT64}))]
     inits = [helper.make_tensor("zero", F, [], [0.0]), helper.make_tensor("ten", F, [], [10.0])]
-    outs = [("sq", F, list(SHAPE)), ("pos", TensorProto.BOOL, list(SHAPE)),
-            ("big", TensorProto.INT64, list(SHAPE))]
+    outs = [("sq", F, list(SHAPE)), ("pos", F if floats else TensorProto.BOOL, list(SHAPE)),
+            ("big", F if floats else TensorProto.INT64, list(SHAPE))]
     return ModelLoader.from_proto(model(nodes, [("x", F, list(SHAPE))], outs, inits))
 
 
-def _want(x: np.ndarray) -> dict[str, np.ndarray]:
-    x64 = x.astype(np.float64)
+def _want(x: np.ndarray, backend: BackendType) -> dict[str, np.ndarray]:
+    x64, x10 = x.astype(np.float64), x * np.float32(10)
+    if backend is BackendType.GPU_PIXEL:
+        return {"sq": (x64 * x64).astype(np.float32), "pos": np.maximum(x, 0),
+                "big": np.floor(x10)}
     return {"sq": (x64 * x64).astype(np.float32), "pos": x > 0,
-            "big": np.trunc(x.astype(np.float32) * np.float32(10)).astype(np.int64)}
+            "big": np.trunc(x10).astype(np.int64)}
 
 
 @pytest.fixture
 def reads(monkeypatch):
     """The output reads by route: "staged" (copied by the run) or "copied" (copied now)."""
     seen: list[tuple[str, np.dtype]] = []
-    inside_copied: list[bool] = []  # (a copied read maps through read_staged_async too)
-    staged, copied = GpuDevice.read_staged_async, GpuDevice.read_buffer_async
+    inside_copied: list[bool] = []  # (a copied read maps through the staged route too)
 
-    def read_staged(self, staging, nbytes, dtype, shape):
-        if not inside_copied:
-            seen.append(("staged", np.dtype(dtype)))
-        return staged(self, staging, nbytes, dtype, shape)
+    def spy(cls, copied_name, staged_name, dtype_of):
+        copied, staged = getattr(cls, copied_name), getattr(cls, staged_name)
 
-    def read_copied(self, src, nbytes, dtype, shape, offset=0):
-        seen.append(("copied", np.dtype(dtype)))
-        inside_copied.append(True)
-        try:
-            return copied(self, src, nbytes, dtype, shape, offset)
-        finally:
-            inside_copied.pop()
+        def read_staged(self, *args):
+            if not inside_copied:
+                seen.append(("staged", dtype_of(args)))
+            return staged(self, *args)
 
-    monkeypatch.setattr(GpuDevice, "read_staged_async", read_staged)
-    monkeypatch.setattr(GpuDevice, "read_buffer_async", read_copied)
+        def read_copied(self, *args):
+            seen.append(("copied", dtype_of(args)))
+            inside_copied.append(True)
+            try:
+                return copied(self, *args)
+            finally:
+                inside_copied.pop()
+
+        monkeypatch.setattr(cls, staged_name, read_staged)
+        monkeypatch.setattr(cls, copied_name, read_copied)
+
+    spy(GpuDevice, "read_buffer_async", "read_staged_async", lambda a: np.dtype(a[2]))
+    spy(Renderer, "read_texture", "read_staged_texture", lambda a: np.dtype(np.float32))
     return seen
 
 
@@ -73,15 +94,17 @@ def _replay(worker):
 
 
 @pytest.mark.parametrize("raw", [True, False], ids=["native", "public-api"])
-def test_outputs_read_after_each_run_come_from_the_runs_copies(rng, reads, raw, monkeypatch):
+def test_outputs_read_after_each_run_come_from_the_runs_copies(rng, reads, raw, monkeypatch,
+                                                               GPU):
     if not raw:
         monkeypatch.setattr(replay_submit, "NATIVE", None)
-    m = _three_outputs()
+        monkeypatch.setattr(pixel_replay, "NATIVE", None)
+    m = _three_outputs(GPU)
     with Worker(m, GPU) as worker:
         for run in range(7):
             x = rng.standard_normal(SHAPE).astype(np.float32)
             worker.schedule({"x": x})
-            want = _want(x)
+            want = _want(x, GPU)
             reads.clear()
             got = worker.peek_output("sq").download_to_array()
             np.testing.assert_allclose(got, want["sq"], rtol=1e-6)
@@ -95,9 +118,9 @@ def test_outputs_read_after_each_run_come_from_the_runs_copies(rng, reads, raw, 
         assert _replay(worker).read_back == {"sq", "pos"}
 
 
-def test_each_tensor_keeps_its_own_runs_values(rng, reads):
+def test_each_tensor_keeps_its_own_runs_values(rng, reads, GPU):
     """Several runs scheduled before any read; reads in reverse order, int64 included."""
-    m = _three_outputs()
+    m = _three_outputs(GPU)
     with Worker(m, GPU) as worker:
         for _ in range(4):  # recorded, replayed, and each output read once
             worker.schedule({"x": rng.standard_normal(SHAPE).astype(np.float32)})
@@ -110,7 +133,7 @@ def test_each_tensor_keeps_its_own_runs_values(rng, reads):
             held.append({n: worker.peek_output(n) for n in ("sq", "pos", "big")})
         reads.clear()
         for x, tensors in reversed(list(zip(xs, held))):
-            want = _want(x)
+            want = _want(x, GPU)
             for name, tensor in tensors.items():
                 got = tensor.download_to_array()
                 assert got.dtype == want[name].dtype
@@ -118,8 +141,8 @@ def test_each_tensor_keeps_its_own_runs_values(rng, reads):
         assert set(_outputs_read(reads)) == {"staged"}, reads
 
 
-def test_outputs_no_longer_read_stop_being_copied(rng, reads):
-    m = _three_outputs()
+def test_outputs_no_longer_read_stop_being_copied(rng, reads, GPU):
+    m = _three_outputs(GPU)
     with Worker(m, GPU) as worker:
         for _ in range(4):
             worker.schedule({"x": rng.standard_normal(SHAPE).astype(np.float32)})
@@ -131,20 +154,20 @@ def test_outputs_no_longer_read_stop_being_copied(rng, reads):
             x = rng.standard_normal(SHAPE).astype(np.float32)
             worker.schedule({"x": x})
             np.testing.assert_allclose(worker.peek_output("sq").download_to_array(),
-                                       _want(x)["sq"], rtol=1e-6)
+                                       _want(x, GPU)["sq"], rtol=1e-6)
         assert rep.read_back == {"sq"}
         # and a late read of an output that was not copied early still reads its own run
         x = rng.standard_normal(SHAPE).astype(np.float32)
         worker.schedule({"x": x})
         reads.clear()
         np.testing.assert_array_equal(worker.peek_output("big").download_to_array(),
-                                      _want(x)["big"])
+                                      _want(x, GPU)["big"])
         assert _outputs_read(reads) == ["copied"]
 
 
-def test_outputs_read_after_the_worker_closed(rng):
+def test_outputs_read_after_the_worker_closed(rng, GPU):
     """close() reads live outputs back first: the early copies serve those reads too."""
-    m = _three_outputs()
+    m = _three_outputs(GPU)
     worker = Worker(m, GPU)
     for _ in range(4):
         x = rng.standard_normal(SHAPE).astype(np.float32)
@@ -154,6 +177,6 @@ def test_outputs_read_after_the_worker_closed(rng):
     worker.schedule({"x": x})
     tensors = {n: worker.peek_output(n) for n in ("sq", "pos", "big")}
     worker.close()
-    want = _want(x)
+    want = _want(x, GPU)
     for name, tensor in tensors.items():
         np.testing.assert_allclose(tensor.download_to_array(), want[name], rtol=1e-6)

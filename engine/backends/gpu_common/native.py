@@ -133,6 +133,20 @@ class RawRun:
         lib.wgpuCommandEncoderCopyBufferToBuffer(self.encoder, src._internal, src_offset,
                                                  dst._internal, dst_offset, size)
 
+    def copy_texture(self, texture, width: int, height: int, dst, bytes_per_row: int) -> None:
+        """Copy all of an rgba32float ``texture`` into ``dst`` from its start, rows of
+        ``bytes_per_row`` (a multiple of 256)."""
+        ffi, lib, _ = NATIVE
+        src = ffi.new("WGPUTexelCopyTextureInfo *")
+        src.texture = texture._internal
+        src.aspect = lib.WGPUTextureAspect_All  # (mip level and origin: zero)
+        to = ffi.new("WGPUTexelCopyBufferInfo *")
+        to.layout.bytesPerRow, to.layout.rowsPerImage = bytes_per_row, height
+        to.buffer = dst._internal
+        size = ffi.new("WGPUExtent3D *")
+        size.width, size.height, size.depthOrArrayLayers = width, height, 1
+        lib.wgpuCommandEncoderCopyTextureToBuffer(self.encoder, src, to, size)
+
     def resolve(self, query_set, count: int, dst) -> None:
         _, lib, _ = NATIVE
         lib.wgpuCommandEncoderResolveQuerySet(self.encoder, query_set._internal, 0, count,

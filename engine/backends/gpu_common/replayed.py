@@ -55,3 +55,37 @@ def publish_replayed_profile(worker, layers: list, last_times: dict | None,
         return [timing(layer, kind) for layer, kind in layers]
 
     worker._finish_profile(timings, (t_end - t_run) * 1e3)
+
+
+class EarlyRead:
+    """The read back state of one replayed run's output: where the run copied it to (a
+    staging buffer, when the previous run's value of that output was read), and the replay
+    (its ``read_back`` set of output names) to tell whether this one was read: outputs are
+    copied early for as long as each run's value is read.
+
+    Reading a replayed output then maps a buffer that the run's own submit filled: a
+    command encoder, a copy and a second submit through wgpu-py's API a read cost the
+    engine thread more than recording the whole run of a small model."""
+
+    __slots__ = ("replay", "name", "staging", "nbytes")
+
+    def __init__(self, replay, name: str):
+        self.replay, self.name = replay, name
+        self.staging, self.nbytes = None, 0
+
+    def taken(self, gpu, nbytes: int):
+        """The output is being read: its staging buffer when it holds the ``nbytes`` asked
+        for (None: copy it now)."""
+        self.replay.read_back.add(self.name)
+        staging, self.staging = self.staging, None
+        if staging is not None and self.nbytes != nbytes:
+            gpu.give_back_staging(staging)
+            return None
+        return staging
+
+    def dropped(self, gpu) -> None:
+        """The output was released unread: stop copying it early."""
+        self.replay.read_back.discard(self.name)
+        if self.staging is not None:
+            gpu.give_back_staging(self.staging)
+            self.staging = None

@@ -28,7 +28,7 @@ from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.device import staging_size
 from engine.backends.gpu_common.guards import guards_hold, host_values
-from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
+from engine.backends.gpu_common.replayed import SAMPLE_EVERY, EarlyRead, publish_replayed_profile
 from engine.backends.gpu_compute.memory import GpuTensor
 from engine.backends.gpu_compute.replay_submit import Submitter
 from engine.tensor import Stored, free_released
@@ -197,35 +197,6 @@ class Replay:
 
         raw.add_done_callback(done)
         return out
-
-
-class EarlyRead:
-    """The read back state of one replayed run's output: where the run copied it to (a
-    staging buffer, when the previous run's value of that output was read), and the replay
-    to tell whether this one was read (reads go on being copied early while they happen)."""
-
-    __slots__ = ("replay", "name", "staging", "nbytes")
-
-    def __init__(self, replay: Replay, name: str):
-        self.replay, self.name = replay, name
-        self.staging, self.nbytes = None, 0
-
-    def taken(self, gpu, nbytes: int):
-        """The output is being read: its staging buffer when it holds the ``nbytes`` asked
-        for (None: copy it now)."""
-        self.replay.read_back.add(self.name)
-        staging, self.staging = self.staging, None
-        if staging is not None and self.nbytes != nbytes:
-            gpu.give_back_staging(staging)
-            return None
-        return staging
-
-    def dropped(self, gpu) -> None:
-        """The output was released unread: stop copying it early."""
-        self.replay.read_back.discard(self.name)
-        if self.staging is not None:
-            gpu.give_back_staging(self.staging)
-            self.staging = None
 
 
 class Replays:

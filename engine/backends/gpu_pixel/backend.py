@@ -16,7 +16,13 @@ from engine.backends.gpu_pixel.kernels import KERNELS
 from engine.backends.gpu_pixel.kernels_conv import matrix_fit_reason
 from engine.backends.gpu_pixel.layout import fit_reason, layout_of, pack, unpack
 from engine.backends.gpu_pixel.recording import raw_host
-from engine.backends.gpu_pixel.renderer import MAX_INPUTS, Renderer, Tex, pack_params
+from engine.backends.gpu_pixel.renderer import (
+    MAX_INPUTS,
+    Renderer,
+    Tex,
+    pack_params,
+    texture_read_bytes,
+)
 from engine.backends.gpu_pixel.replay import PixelReplays
 from engine.errors import EngineError, GPUError, KernelError
 from engine.model import Layer
@@ -169,11 +175,20 @@ class GpuPixelBackend(Backend):
             arr = unpack(texels, shape)
             return arr if arr.dtype == dtype else arr.astype(dtype)
 
+        staging = None
+        if handle.early is not None:
+            handle.early, early = None, handle.early
+            staging = early.taken(self.dev, texture_read_bytes(handle.tex))
+        if staging is not None:  # the run that wrote it also copied it out
+            return self.r.read_staged_texture(handle.tex, staging, convert)
         return self.r.read_texture(handle.tex, convert)
 
     def free(self, handle: PixelTensor) -> None:
         if self._closed or not isinstance(handle, PixelTensor):
             return
+        if handle.early is not None:
+            handle.early, early = None, handle.early
+            early.dropped(self.dev)
         for d in handle.derived.values():
             self.free(d)
         handle.derived = {}

@@ -16,11 +16,13 @@ class PixelTensor:
     host; kernels only read those as parameters (their values are known on the CPU).
     """
 
-    __slots__ = ("layout", "tex", "host", "derived")
+    __slots__ = ("layout", "tex", "host", "derived", "early")
 
     def __init__(self, layout: TexLayout | None, tex: Any = None,
-                 host: np.ndarray | None = None):
+                 host: np.ndarray | None = None, early: Any = None):
         self.layout, self.tex, self.host = layout, tex, host
+        #: a replayed run's output: its read back state (``replayed.EarlyRead``), else None
+        self.early = early
         #: textures derived from this one by kernels (e.g. repacked weights), by key
         self.derived: dict[Any, PixelTensor] = {}
 

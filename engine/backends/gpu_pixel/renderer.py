@@ -208,38 +208,35 @@ class Renderer:
         if resolved is not None:
             self._stamps.read(resolved)
 
-    def map_async(self, staging, dtype, convert) -> Future:
-        """Map ``staging`` (already copied into by submitted work); the future gets its data."""
-
-        def to_array(raw):
-            data = np.frombuffer(raw, dtype=dtype)
-            return convert(data) if convert else data
-
-        return self.dev.map_staging_async(staging, to_array)
-
     def read_texture(self, tex: Tex, convert) -> Future:
         """Copy ``tex`` to a staging buffer and map it; ``convert`` gets (height, width, 4)."""
         self.flush()
-        row = tex.width * 16
-        padded = (row + 255) // 256 * 256
+        staging = self.dev.staging_buffer(texture_read_bytes(tex))
         with gpu_errors("reading a tensor back"):
-            staging = self.device.create_buffer(
-                size=padded * tex.height,
-                usage=self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST)
             enc = self.device.create_command_encoder()
             enc.copy_texture_to_buffer(
                 {"texture": tex.texture, "origin": (0, 0, 0)},
-                {"buffer": staging, "offset": 0, "bytes_per_row": padded,
+                {"buffer": staging, "offset": 0, "bytes_per_row": padded_row(tex),
                  "rows_per_image": tex.height},
                 (tex.width, tex.height, 1))
             self.queue.submit([enc.finish()])
+        return self.read_staged_texture(tex, staging, convert)
 
-        def unpad(data: np.ndarray):
-            rows = data.view(np.uint8).reshape(tex.height, padded)[:, :row]
-            return convert(np.ascontiguousarray(rows).view(np.float32)
-                           .reshape(tex.height, tex.width, 4))
+    def read_staged_texture(self, tex: Tex, staging, convert) -> Future:
+        """Map ``staging`` (from ``dev.staging_buffer``, filled with ``tex`` by submitted
+        work, rows padded to ``padded_row``); ``convert`` gets (height, width, 4) float32,
+        and the buffer returns to the pool."""
+        row, padded = tex.width * 16, padded_row(tex)
+        nbytes = texture_read_bytes(tex)
 
-        return self.map_async(staging, np.uint8, unpad)
+        def unpad(raw) -> np.ndarray:
+            # ``raw`` is the mapped memory itself: the copy here is the only one made
+            rows = np.frombuffer(raw, dtype=np.uint8)[:nbytes].reshape(tex.height, padded)
+            texels = np.array(rows[:, :row], copy=True)
+            return convert(texels.view(np.float32).reshape(tex.height, tex.width, 4))
+
+        with gpu_errors("reading back from the GPU"):
+            return self.dev.reader.read(staging, unpad, reuse=True, copy=False)
 
     # -- timings -----------------------------------------------------------------------------
     def take_timings(self) -> dict[str, float]:
@@ -266,3 +263,13 @@ class Renderer:
         self._all, self._clean, self._dirty = [], {}, []
         self.owned, self.rec = {}, None
         self._uniforms, self._groups = {}, {}
+
+
+def padded_row(tex: Tex) -> int:
+    """Bytes a row of ``tex`` takes in a buffer it is copied to (a multiple of 256)."""
+    return (tex.width * 16 + 255) // 256 * 256
+
+
+def texture_read_bytes(tex: Tex) -> int:
+    """Bytes of a buffer that all of ``tex`` is copied to."""
+    return padded_row(tex) * tex.height

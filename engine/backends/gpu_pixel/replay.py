@@ -27,11 +27,12 @@ from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import guards_hold, host_values
 from engine.backends.gpu_common.native import NATIVE, RawRun
-from engine.backends.gpu_common.replayed import SAMPLE_EVERY, publish_replayed_profile
+from engine.backends.gpu_common.replayed import SAMPLE_EVERY, EarlyRead, publish_replayed_profile
 from engine.backends.gpu_compute.replay import Replays
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.layout import pack
 from engine.backends.gpu_pixel.rawpass import PassList
+from engine.backends.gpu_pixel.renderer import padded_row, texture_read_bytes
 from engine.ops.base import Meta
 from engine.tensor import Stored, free_released
 
@@ -83,6 +84,8 @@ class PixelReplay:
         self.last_times: dict[str, float] | None = None
         self._since_sample = SAMPLE_EVERY
         self._reading: Future | None = None
+        #: outputs whose last run's value was read back: runs copy them out early
+        self.read_back: set[str] = set()
         #: output sets: [{recorded output texture id: texture}, ids the caller holds, ops]
         self.ring: list[list] = []
         first = {id(t): t for t, _, _ in self.outputs.values()}
@@ -177,27 +180,63 @@ class PixelReplay:
                 else:
                     raw.write_texture(self._write_target(target), texels)
             sample = self._sample_now()
-            if raw is None:
-                encoder = backend.device.create_command_encoder()
-                passes.record(encoder, sample)
-                if sample:
-                    encoder.resolve_query_set(self.query_set, 0, self.stamps,
-                                              self.resolve_buf, 0)
-                r.queue.submit([encoder.finish()])
-            else:
-                raw.run(lambda enc: passes.record(enc, sample),
-                        (self.query_set, self.stamps, self.resolve_buf) if sample else None)
+            early = {name: EarlyRead(self, name) for name in self.outputs}
+            stamps = self._submit(raw, passes, sample, subst, early)
         entry[1].update(subst)
         for name, fut in futures.items():
             tex, layout, meta = self.outputs[name]
-            fut.set_result(Stored(backend, PixelTensor(layout, subst[id(tex)]), meta))
+            fut.set_result(Stored(backend, PixelTensor(layout, subst[id(tex)],
+                                                       early=early[name]), meta))
         if sample:
-            self._reading = self._read_stamps()
+            self._reading = self._read_stamps(stamps)
             r.add_timings(self._reading)
         publish_replayed_profile(worker, self.layers, self.last_times, t_run,
                                  self.prefix_ms)
         for layer, _ in self.layers:
             yield layer
+
+    def _submit(self, raw, passes, sample: bool, subst: dict, early: dict):
+        """Record the passes, then copies of the outputs whose previous run's value was
+        read (``EarlyRead``) and of the timestamps when ``sample``, and submit them; returns
+        the timestamps' staging buffer (None when not ``sample``)."""
+        dev = self.backend.dev
+        outs = []  # (output texture, staging buffer)
+        for name in self.read_back:
+            tex = subst[id(self.outputs[name][0])]
+            nbytes = texture_read_bytes(tex)
+            early[name].staging, early[name].nbytes = dev.staging_buffer(nbytes), nbytes
+            outs.append((tex, early[name].staging))
+        stamps = dev.staging_buffer(self.stamps * 8) if sample else None
+        stamp_copy = [(self.resolve_buf, stamps, self.stamps * 8)] if sample else []
+        try:
+            if raw is None:
+                encoder = self.backend.device.create_command_encoder()
+                passes.record(encoder, sample)
+                if sample:
+                    encoder.resolve_query_set(self.query_set, 0, self.stamps,
+                                              self.resolve_buf, 0)
+                for src, dst, size in stamp_copy:
+                    encoder.copy_buffer_to_buffer(src, 0, dst, 0, size)
+                for tex, staging in outs:
+                    encoder.copy_texture_to_buffer(
+                        {"texture": tex.texture, "origin": (0, 0, 0)},
+                        {"buffer": staging, "offset": 0, "bytes_per_row": padded_row(tex),
+                         "rows_per_image": tex.height}, (tex.width, tex.height, 1))
+                self.r.queue.submit([encoder.finish()])
+            else:
+                def record(enc) -> None:
+                    passes.record(enc, sample)
+                    for tex, staging in outs:
+                        raw.copy_texture(tex.texture, tex.width, tex.height, staging,
+                                         padded_row(tex))
+
+                raw.run(record, (self.query_set, self.stamps, self.resolve_buf)
+                        if sample else None, stamp_copy)
+        except BaseException:
+            for staging in [b for _, b in outs] + ([stamps] if sample else []):
+                dev.give_back_staging(staging)
+            raise
+        return stamps
 
     def _write_target(self, tex) -> tuple:
         """The raw write descriptors of all of ``tex`` (made once per texture)."""
@@ -216,8 +255,8 @@ class PixelReplay:
         self._since_sample = 0
         return True
 
-    def _read_stamps(self) -> Future:
-        raw = self.backend.dev.read_buffer_async(self.resolve_buf, self.stamps * 8,
+    def _read_stamps(self, staging) -> Future:
+        raw = self.backend.dev.read_staged_async(staging, self.stamps * 8,
                                                  np.dtype(np.uint64), (self.stamps,))
         out: Future = Future()
         spans = self.spans
