@@ -1,4 +1,5 @@
-"""GPU readback (``gpu_common.readback``): one reader thread, reused staging buffers."""
+"""GPU readback (``gpu_common.readback``): one reader thread, reused staging buffers; maps
+through direct wgpu-native calls (``rawmap``) and through wgpu-py's API."""
 
 import threading
 
@@ -6,11 +7,23 @@ import numpy as np
 import pytest
 
 
-@pytest.fixture
-def dev(require_gpu):
+@pytest.fixture(params=["raw", "public-api"])
+def dev(require_gpu, request, monkeypatch):
     from engine.backends.gpu_common import get_device
+    from engine.backends.gpu_common.rawmap import RAW_MAP
 
-    return get_device()
+    device = get_device()
+    if request.param == "raw":
+        # the direct route exists exactly for the wgpu versions native.py was checked with
+        import wgpu
+
+        from engine.backends.gpu_common.native import RAW_VERSIONS
+
+        assert (RAW_MAP is not None) == (wgpu.__version__ in RAW_VERSIONS)
+        assert (device.reader._raw is not None) == (RAW_MAP is not None)
+    else:
+        monkeypatch.setattr(device.reader, "_raw", None)
+    return device
 
 
 def _buffer(dev, data: np.ndarray):
@@ -85,4 +98,17 @@ def test_a_failed_read_reaches_its_future_and_later_reads_still_work(dev, rng):
 
     with pytest.raises(GPUError, match="cannot convert"):
         dev.map_staging_async(staging, broken).result(timeout=30)
+    np.testing.assert_array_equal(dev.read_buffer(buf, a.nbytes, a.dtype, a.shape), a)
+
+
+def test_a_map_that_fails_reaches_its_future_and_later_reads_still_work(dev, rng):
+    """Mapping a buffer that cannot be mapped (no MAP_READ usage): a GPUError, no hang."""
+    from engine.errors import GPUError
+
+    a = rng.standard_normal(16).astype(np.float32)
+    buf = _buffer(dev, a)
+    # (wgpu-py's map raises at once, a direct map's failure arrives by the future)
+    with pytest.raises(GPUError, match="(?i)reading back|readback failed"):
+        dev.map_staging_async(buf, lambda raw: np.frombuffer(raw, np.float32).copy()
+                              ).result(timeout=30)
     np.testing.assert_array_equal(dev.read_buffer(buf, a.nbytes, a.dtype, a.shape), a)

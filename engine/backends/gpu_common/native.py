@@ -24,7 +24,7 @@ _FUNCTIONS = ("wgpuDeviceCreateCommandEncoder", "wgpuCommandEncoderBeginComputeP
               "wgpuCommandEncoderFinish", "wgpuCommandEncoderRelease",
               "wgpuCommandEncoderCopyBufferToBuffer", "wgpuCommandEncoderResolveQuerySet",
               "wgpuQueueSubmit", "wgpuCommandBufferRelease", "wgpuQueueWriteBuffer",
-              "wgpuQueueWriteTexture")
+              "wgpuQueueWriteTexture", "wgpuCommandEncoderCopyTextureToBuffer")
 
 
 def load_native(functions, constants=(), structs=()):
@@ -56,7 +56,7 @@ def _native():
                         ("WGPUCommandEncoderDescriptor *", "WGPUCommandBufferDescriptor *",
                          "WGPUComputePassDescriptor *", "WGPUCommandBuffer[]",
                          "WGPUTexelCopyTextureInfo *", "WGPUTexelCopyBufferLayout *",
-                         "WGPUExtent3D *"))
+                         "WGPUTexelCopyBufferInfo *", "WGPUExtent3D *"))
     if found is None or not all(hasattr(found[2], n) for n in _FUNCTIONS):
         return None
     return found

@@ -17,6 +17,7 @@ import queue
 import threading
 from concurrent.futures import Future
 
+from engine.backends.gpu_common.rawmap import RAW_MAP, RawMapper
 from engine.errors import GPUError
 
 #: staging buffers kept per size for reuse
@@ -28,8 +29,10 @@ KEEP_BYTES = 64 << 20
 class Reader:
     """Maps staging buffers and completes futures with their converted data."""
 
-    def __init__(self, wgpu, device):
+    def __init__(self, wgpu, device, raw: bool | None = None):
         self._wgpu, self._device = wgpu, device
+        #: maps through direct wgpu-native calls (``rawmap``) where available
+        self._raw = RawMapper(device) if RAW_MAP is not None and raw is not False else None
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -63,6 +66,8 @@ class Reader:
 
     # -- mapping ----------------------------------------------------------------------------
     def _map(self, staging):
+        if self._raw is not None:
+            return self._raw.map(staging, int(staging.size))
         try:
             return staging.map_async(self._mode)
         except (ValueError, KeyError, TypeError):
@@ -91,19 +96,31 @@ class Reader:
         self._jobs.put(job)
         return fut
 
+    def _finish_raw(self, map_id: int, staging, convert, copy: bool):
+        mapper, size = self._raw, int(staging.size)
+        mapper.wait(map_id)
+        try:
+            view = mapper.view(staging, size)
+            return convert(bytes(view) if copy else view)
+        finally:
+            mapper.unmap(staging)
+
     def _loop(self) -> None:
         while True:
             self._finish(*self._jobs.get())
 
     def _finish(self, promise, staging, convert, reuse, copy, fut: Future) -> None:
         try:
-            promise.sync_wait()
-            raw = staging.read_mapped(copy=copy)
-            try:
-                result = convert(raw)
-            finally:
-                del raw
-                staging.unmap()
+            if self._raw is not None:  # ``promise``: the raw map's id
+                result = self._finish_raw(promise, staging, convert, copy)
+            else:
+                promise.sync_wait()
+                raw = staging.read_mapped(copy=copy)
+                try:
+                    result = convert(raw)
+                finally:
+                    del raw
+                    staging.unmap()
         except Exception as exc:  # delivered to whoever waits on the readback
             fut.set_exception(GPUError(f"GPU readback failed: {exc}"))
             return
