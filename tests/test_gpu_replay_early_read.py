@@ -62,16 +62,16 @@ def reads(monkeypatch):
     def spy(cls, copied_name, staged_name, dtype_of):
         copied, staged = getattr(cls, copied_name), getattr(cls, staged_name)
 
-        def read_staged(self, *args):
+        def read_staged(self, *args, **kw):
             if not inside_copied:
                 seen.append(("staged", dtype_of(args)))
-            return staged(self, *args)
+            return staged(self, *args, **kw)
 
-        def read_copied(self, *args):
+        def read_copied(self, *args, **kw):
             seen.append(("copied", dtype_of(args)))
             inside_copied.append(True)
             try:
-                return copied(self, *args)
+                return copied(self, *args, **kw)
             finally:
                 inside_copied.pop()
 
@@ -180,3 +180,55 @@ def test_outputs_read_after_the_worker_closed(rng, GPU):
     want = _want(x, GPU)
     for name, tensor in tensors.items():
         np.testing.assert_allclose(tensor.download_to_array(), want[name], rtol=1e-6)
+
+
+def test_blocking_reads_of_copied_outputs_map_on_the_calling_thread(rng, GPU, monkeypatch):
+    """download_to_array of an output its run copied out maps and waits on the reader's
+    own thread (no engine-thread job, no reader-thread hand-over); a non-blocking
+    readback_request still goes through the reader thread; both get their run's values."""
+    from engine.backends.gpu_common.readback import Reader
+
+    routes: list[str] = []
+    now, queued = Reader.read_now, Reader.read
+    monkeypatch.setattr(Reader, "read_now",
+                        lambda self, *a, **k: routes.append("now") or now(self, *a, **k))
+    monkeypatch.setattr(Reader, "read",
+                        lambda self, *a, **k: routes.append("queued") or queued(self, *a, **k))
+    m = _three_outputs(GPU)
+    with Worker(m, GPU) as worker:
+        for _ in range(4):
+            worker.schedule({"x": rng.standard_normal(SHAPE).astype(np.float32)})
+            worker.peek_output("sq").download_to_array()
+        for blocking in (True, False, True):
+            x = rng.standard_normal(SHAPE).astype(np.float32)
+            worker.schedule({"x": x})
+            routes.clear()
+            tensor = worker.peek_output("sq")
+            if not blocking:
+                tensor.readback_request()
+                got = tensor.readback_and_clone().download_to_array()
+            else:
+                got = tensor.download_to_array()
+            np.testing.assert_allclose(got, _want(x, GPU)["sq"], rtol=1e-6)
+            # (a sampled run's timestamps are read through the reader thread too)
+            assert routes[0] == ("now" if blocking else "queued"), routes
+
+
+def test_outputs_read_on_another_thread_while_runs_are_scheduled(rng, GPU):
+    """Reads from a second thread of tensors whose runs are already submitted, while the
+    first thread schedules more runs: every tensor has its own run's values."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = _three_outputs(GPU)
+    with Worker(m, GPU) as worker, ThreadPoolExecutor(1) as pool:
+        for _ in range(4):
+            worker.schedule({"x": rng.standard_normal(SHAPE).astype(np.float32)})
+            worker.peek_output("sq").download_to_array()
+        pending = []
+        for _ in range(12):
+            x = rng.standard_normal(SHAPE).astype(np.float32)
+            worker.schedule({"x": x})
+            tensor = worker.peek_output("sq")
+            pending.append((x, pool.submit(tensor.download_to_array)))
+        for x, fut in pending:
+            np.testing.assert_allclose(fut.result(timeout=60), _want(x, GPU)["sq"], rtol=1e-6)

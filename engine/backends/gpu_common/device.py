@@ -130,15 +130,18 @@ class GpuDevice:
         self.reader.give_back(staging)
 
     def read_staged_async(self, staging, nbytes: int, dtype: np.dtype,
-                          shape: tuple[int, ...]) -> Future:
+                          shape: tuple[int, ...], now: bool = False) -> Future | np.ndarray:
         """Map ``staging`` (from ``staging_buffer``, filled by submitted work); the future
-        gets its first ``nbytes`` as an array, and the buffer returns to the pool."""
+        gets its first ``nbytes`` as an array, and the buffer returns to the pool. ``now``:
+        map and wait on the calling thread and return the array itself."""
 
         def convert(raw) -> np.ndarray:
             # ``raw`` is the mapped memory itself: the copy is the only one made
             return np.frombuffer(raw, dtype=np.uint8)[:nbytes].view(dtype).reshape(shape).copy()
 
         with gpu_errors("reading back from the GPU"):
+            if now:
+                return self.reader.read_now(staging, convert, reuse=True, copy=False)
             return self.reader.read(staging, convert, reuse=True, copy=False)
 
     def read_buffer_async(self, src, nbytes: int, dtype: np.dtype, shape: tuple[int, ...],

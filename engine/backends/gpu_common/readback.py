@@ -96,6 +96,13 @@ class Reader:
         self._jobs.put(job)
         return fut
 
+    def read_now(self, staging, convert, reuse: bool = False, copy: bool = True):
+        """``read``, mapped and waited for on the calling thread: returns ``convert``'s
+        result (a blocking read saves the hand-overs to and from the reader thread)."""
+        fut: Future = Future()
+        self._finish(self._map(staging), staging, convert, reuse, copy, fut)
+        return fut.result()
+
     def _finish_raw(self, map_id: int, staging, convert, copy: bool):
         mapper, size = self._raw, int(staging.size)
         mapper.wait(map_id)

@@ -192,6 +192,24 @@ class GpuComputeBackend(Backend):
     def download(self, handle: GpuTensor, meta: Meta) -> np.ndarray:
         return self.request_download(handle, meta).result()
 
+    def download_staged(self, handle: GpuTensor, meta: Meta) -> np.ndarray | None:
+        """A replayed output that its run already copied out (``EarlyRead``), read on the
+        calling thread (any thread: no backend state but the handle's is touched); None
+        when there is no such copy (``request_download`` then reads it)."""
+        early = handle.early if isinstance(handle, GpuTensor) else None
+        if self._closed or early is None or early.staging is None or meta.size == 0:
+            return None
+        dtype = np.dtype(meta.dtype)
+        raw_dtype = np.dtype(np.uint32) if dtype == np.dtype(bool) else dtype
+        nbytes = meta.size * raw_dtype.itemsize
+        handle.early = None
+        staging = early.taken(self.gpu, nbytes)
+        if staging is None:
+            return None
+        raw = self.gpu.read_staged_async(staging, nbytes, raw_dtype, tuple(meta.shape),
+                                         now=True)
+        return raw if dtype == raw_dtype else raw != 0
+
     def request_download(self, handle: GpuTensor, meta: Meta) -> Future:
         shape, dtype = tuple(meta.shape), np.dtype(meta.dtype)
         if meta.size == 0:

@@ -166,7 +166,7 @@ class Replay:
         command buffer and a submit of its own (the second submit was most of a small
         model's readback on the engine thread)."""
         copies = []
-        for name in self.read_back:
+        for name in tuple(self.read_back):  # (a snapshot: readers add to it from any thread)
             aid, like = self.outputs[name]
             if like.nbytes:
                 staging = gpu.staging_buffer(like.nbytes)

@@ -158,6 +158,20 @@ class GpuPixelBackend(Backend):
     def download(self, handle: PixelTensor, meta: Meta) -> np.ndarray:
         return self.request_download(handle, meta).result()
 
+    def download_staged(self, handle: PixelTensor | None, meta: Meta) -> np.ndarray | None:
+        """A replayed output that its run already copied out (``EarlyRead``), read on the
+        calling thread; None when there is no such copy (``request_download`` reads it)."""
+        early = handle.early if isinstance(handle, PixelTensor) else None
+        if self._closed or early is None or early.staging is None or handle.tex is None:
+            return None
+        handle.early = None
+        staging = early.taken(self.dev, texture_read_bytes(handle.tex))
+        if staging is None:
+            return None
+        return self.r.read_staged_texture(handle.tex, staging,
+                                          _texel_converter(handle.layout.shape, meta.dtype),
+                                          now=True)
+
     def request_download(self, handle: PixelTensor | None, meta: Meta) -> Future:
         if handle is None or handle.tex is None:
             fut: Future = Future()
@@ -168,13 +182,7 @@ class GpuPixelBackend(Backend):
             else:
                 fut.set_result(raw_host(handle))
             return fut
-        shape = handle.layout.shape
-        dtype = meta.dtype
-
-        def convert(texels: np.ndarray) -> np.ndarray:
-            arr = unpack(texels, shape)
-            return arr if arr.dtype == dtype else arr.astype(dtype)
-
+        convert = _texel_converter(handle.layout.shape, meta.dtype)
         staging = None
         if handle.early is not None:
             handle.early, early = None, handle.early
@@ -297,3 +305,13 @@ def _rows_shape(shape, max_dim: int) -> tuple[int, int] | None:
 
 def _concrete(shape) -> bool:
     return all(isinstance(d, int) for d in shape)
+
+
+def _texel_converter(shape: tuple[int, ...], dtype):
+    """Texels read back (height, width, 4) -> the tensor of ``shape`` and ``dtype``."""
+
+    def convert(texels: np.ndarray) -> np.ndarray:
+        arr = unpack(texels, shape)
+        return arr if arr.dtype == dtype else arr.astype(dtype)
+
+    return convert

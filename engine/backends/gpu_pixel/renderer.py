@@ -222,10 +222,11 @@ class Renderer:
             self.queue.submit([enc.finish()])
         return self.read_staged_texture(tex, staging, convert)
 
-    def read_staged_texture(self, tex: Tex, staging, convert) -> Future:
+    def read_staged_texture(self, tex: Tex, staging, convert, now: bool = False):
         """Map ``staging`` (from ``dev.staging_buffer``, filled with ``tex`` by submitted
         work, rows padded to ``padded_row``); ``convert`` gets (height, width, 4) float32,
-        and the buffer returns to the pool."""
+        and the buffer returns to the pool. A future of the result, or with ``now`` the
+        result itself (mapped and waited for on the calling thread)."""
         row, padded = tex.width * 16, padded_row(tex)
         nbytes = texture_read_bytes(tex)
 
@@ -236,6 +237,8 @@ class Renderer:
             return convert(texels.view(np.float32).reshape(tex.height, tex.width, 4))
 
         with gpu_errors("reading back from the GPU"):
+            if now:
+                return self.dev.reader.read_now(staging, unpad, reuse=True, copy=False)
             return self.dev.reader.read(staging, unpad, reuse=True, copy=False)
 
     # -- timings -----------------------------------------------------------------------------

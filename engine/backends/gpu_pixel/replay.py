@@ -201,7 +201,7 @@ class PixelReplay:
         the timestamps' staging buffer (None when not ``sample``)."""
         dev = self.backend.dev
         outs = []  # (output texture, staging buffer)
-        for name in self.read_back:
+        for name in tuple(self.read_back):  # (a snapshot: readers add to it from any thread)
             tex = subst[id(self.outputs[name][0])]
             nbytes = texture_read_bytes(tex)
             early[name].staging, early[name].nbytes = dev.staging_buffer(nbytes), nbytes
