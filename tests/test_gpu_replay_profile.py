@@ -14,7 +14,7 @@ from onnx import helper
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
-from engine.backends.gpu_common.replayed import FIXED, NO_STAMPS, PREFIX, SAMPLED
+from engine.backends.gpu_common.replayed import FIXED, NO_STAMPS, PREFIX, REUSED, SAMPLED
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
 BACKENDS = [BackendType.GPU_COMPUTE, BackendType.GPU_PIXEL]
@@ -72,8 +72,9 @@ def test_shape_layers_and_views_take_no_time_in_a_replay(rng, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_if_condition_layers_get_their_own_host_time(rng, backend):
-    """audio_streaming's ``sr == 16000`` is computed on the CPU in every replayed run: that
-    layer reports its own time; nothing reports a share of the run's host time."""
+    """audio_streaming's ``sr == 16000`` is computed on the CPU in a replayed run whose
+    ``sr`` differs from the last run's (then that layer reports its own time) and kept
+    otherwise (reported as not run); nothing reports a share of the run's host time."""
     from engine import families
 
     fam = families.get("audio_streaming")
@@ -83,6 +84,15 @@ def test_if_condition_layers_get_their_own_host_time(rng, backend):
     with Worker(m, backend) as worker:
         profile, feeds, got = _sampled_profile(worker, lambda: fam.inputs("bench", rng),
                                                outputs)
+        # the same sr as the run before: the condition is kept, not computed
+        equal = [t for t in profile.layers if t.op_type == "Equal"]
+        assert equal and all(t.source == REUSED and t.ms == 0 for t in equal), equal
+        (rep,) = worker._backend._replays._by_sig.values()
+        rep._memo._key = None  # (as if the last run's sr had been another)
+        feeds = fam.inputs("bench", rng)
+        worker.schedule(feeds)
+        got = [worker.peek_output(o).download_to_array() for o in outputs]
+        profile = worker.last_profile
     for g, w in zip(got, ort_run(proto, feeds)):
         np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-4)
     equal = [t for t in profile.layers if t.op_type == "Equal"]
@@ -90,3 +100,35 @@ def test_if_condition_layers_get_their_own_host_time(rng, backend):
     assert not [t for t in profile.layers if "host share" in t.source], profile.layers
     lstm = [t for t in profile.layers if t.op_type == "LSTM"]
     assert lstm and all(t.source == SAMPLED and t.ms > 0 for t in lstm), lstm
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_kept_conditions_follow_the_inputs(rng, backend):
+    """A replay keeps its host prefix's values only while the inputs the prefix reads repeat:
+    a flag that changes from run to run (same branch, or the other one) gets its own
+    condition each time, against onnxruntime."""
+    nodes = [helper.make_node("Greater", ["flag", "half"], ["cond"]),
+             helper.make_node("If", ["cond"], ["picked"],
+                              then_branch=helper.make_graph(
+                                  [helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                                  [helper.make_tensor_value_info("t", F, [2, 8])]),
+                              else_branch=helper.make_graph(
+                                  [helper.make_node("Sigmoid", ["x"], ["e"])], "else", [],
+                                  [helper.make_tensor_value_info("e", F, [2, 8])])),
+             helper.make_node("Mul", ["picked", "scale"], ["y"])]
+    proto = model(nodes, [("x", F, [2, 8]), ("flag", F, []), ("scale", F, [])],
+                  [("y", F, [2, 8])], [("half", np.array(0.5, np.float32))])
+    m = ModelLoader.from_proto(proto)
+    # the same flag for the recorded runs, then repeats and changes of either kind
+    flags = [0.9, 0.9, 0.9, 0.9, 0.7, 0.7, 0.2, 0.9, 0.95, 0.95, 0.1, 0.9]
+    with Worker(m, backend) as worker:
+        for flag in flags:
+            feeds = {"x": rng.standard_normal((2, 8)).astype(np.float32),
+                     "flag": np.array(flag, np.float32),
+                     "scale": np.array(rng.uniform(0.5, 2.0), np.float32)}
+            worker.schedule(feeds)
+            got = worker.peek_output("y").download_to_array()
+            np.testing.assert_allclose(got, ort_run(proto, feeds)[0], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"flag {flag}")
+        assert set(worker._backend.replay_status.values()) == {"replayed"}, \
+            worker._backend.replay_status

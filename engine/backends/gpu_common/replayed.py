@@ -18,6 +18,8 @@ NO_STAMPS = ("gpu (no timestamps of its own in the replayed run: a view, a buffe
              "absorbed into another layer's dispatch)")
 #: a CPU layer of a replay computed on the run's inputs (an If condition)
 PREFIX = "cpu-clock (replayed: computed on this run's inputs)"
+#: a CPU layer of a replay's prefix whose inputs repeat the last run's: its value kept
+REUSED = "not run (replayed: its inputs are the last run's, its value kept)"
 #: a CPU layer of a replay whose value the input signature fixes: not run
 FIXED = "not run (replayed: value fixed by the input signature)"
 
@@ -27,7 +29,8 @@ def publish_replayed_profile(worker, layers: list, last_times: dict | None,
     """The profile of a replayed run (``layers``: (layer, backend type) in order): a GPU
     layer gets its last sampled GPU time, or 0 when the samples have none for it; a CPU
     layer its time in this run's host prefix (``host_times``, by name: the If conditions
-    computed from the inputs) or 0 (not run: fixed by the signature). Only without any
+    computed from the inputs; None: kept from the last run, ``guards.PrefixMemo``) or 0
+    (not run: fixed by the signature). Only without any
     sampled times does a GPU layer get its share of the run's host time. (Every layer
     without time of its own once got that share: in a detector's replay eleven shape
     layers showed 3 ms each.)"""
@@ -41,9 +44,9 @@ def publish_replayed_profile(worker, layers: list, last_times: dict | None,
         if name in gpu:
             return LayerTiming(name, layer.op_type, kind.value, gpu[name], SAMPLED)
         if kind is BackendType.CPU:
-            ran = name in host
-            return LayerTiming(name, layer.op_type, kind.value, host.get(name, 0.0),
-                               PREFIX if ran else FIXED, True, 0.0)
+            ms = host.get(name, 0.0)
+            source = FIXED if name not in host else REUSED if ms is None else PREFIX
+            return LayerTiming(name, layer.op_type, kind.value, ms or 0.0, source, True, 0.0)
         if gpu:
             return LayerTiming(name, layer.op_type, kind.value, 0.0, NO_STAMPS)
         return LayerTiming(name, layer.op_type, kind.value, host_ms,

@@ -27,7 +27,7 @@ import numpy as np
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.device import staging_size
-from engine.backends.gpu_common.guards import guards_hold, host_values
+from engine.backends.gpu_common.guards import PrefixMemo, guards_hold
 from engine.backends.gpu_common.replayed import SAMPLE_EVERY, EarlyRead, publish_replayed_profile
 from engine.backends.gpu_compute.memory import GpuTensor
 from engine.backends.gpu_compute.replay_submit import Submitter
@@ -67,6 +67,7 @@ class Replay:
         self._arena: list = []  # pool allocations held by the replay
         self.prefix: list = []  # CPU layers computing If conditions (recording.analyse)
         self.guards: list = []  # (condition, branch taken) of each If
+        self._memo: PrefixMemo | None = None  # the prefix's values for the last inputs
         self._objects: list = []  # buffers of fixed values: kept alive
         #: writes the inputs, records the ops and submits (replay_submit.py)
         self._submitter = Submitter(backend)
@@ -77,8 +78,10 @@ class Replay:
         self.prefix_ms = {}
         if not self.guards:
             return feeds
-        values = host_values(worker, self.prefix, self.model.constants, feeds,
-                             self.prefix_ms)
+        if self._memo is None:
+            self._memo = PrefixMemo(self.prefix, self.model.constants)
+        values = self._memo.values(worker, self.prefix, self.model.constants, feeds,
+                                   self.prefix_ms)
         return values if guards_hold(self.guards, values) else None
 
     def release(self) -> None:
@@ -138,13 +141,15 @@ class Replay:
                 alloc = allocs[aid]
                 alloc.refs += 1  # the output tensor's reference; the ring keeps its own
                 outs[name] = GpuTensor(alloc, like.shape, like.dtype, early[name])
-        for name, fut in futures.items():
-            fut.set_result(Stored(backend, outs[name], self.metas[name]))
         if sample:
             self._reading = self._read_stamps(copies[-1][1])
             backend._timestamps.add(self._reading)
+        # the profile before the outputs: a reader woken by them (download_staged) then
+        # finds the engine thread done with the run rather than competing with it
         publish_replayed_profile(worker, self.layers, self.last_times, t_run,
                                  self.prefix_ms)
+        for name, fut in futures.items():
+            fut.set_result(Stored(backend, outs[name], self.metas[name]))
         for layer, _ in self.layers:
             yield layer
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
-from engine.backends.gpu_common.guards import guards_hold, host_values
+from engine.backends.gpu_common.guards import PrefixMemo, guards_hold
 from engine.backends.gpu_common.native import NATIVE, RawRun
 from engine.backends.gpu_common.replayed import SAMPLE_EVERY, EarlyRead, publish_replayed_profile
 from engine.backends.gpu_compute.replay import Replays
@@ -52,6 +52,7 @@ class PixelReplay:
         self.prefix_ms: dict[str, float] = {}  # the last run's prefix times
         self.guards = rec.guards  # (condition, branch taken) of each If
         self.constants = rec.model.constants
+        self._memo = PrefixMemo(self.prefix, self.constants)  # (unless the inputs repeat)
         self.layers = [(layer, BackendType.CPU if rec.plan.placement[layer.name].backend
                         is BackendType.CPU else backend.type) for layer in rec.model.layers]
         local = {id(t): t for t in rec.allocated_tex}
@@ -151,7 +152,8 @@ class PixelReplay:
         self.prefix_ms = {}
         if not self.prefix:
             return feeds
-        values = host_values(worker, self.prefix, self.constants, feeds, self.prefix_ms)
+        values = self._memo.values(worker, self.prefix, self.constants, feeds,
+                                   self.prefix_ms)
         return values if guards_hold(self.guards, values) else None
 
     def run(self, worker, values: dict, futures: dict[str, Future]):
@@ -183,15 +185,17 @@ class PixelReplay:
             early = {name: EarlyRead(self, name) for name in self.outputs}
             stamps = self._submit(raw, passes, sample, subst, early)
         entry[1].update(subst)
+        if sample:
+            self._reading = self._read_stamps(stamps)
+            r.add_timings(self._reading)
+        # the profile before the outputs (as GPU_COMPUTE's replay: readers woken by them do
+        # not compete with the engine thread for the rest of the run)
+        publish_replayed_profile(worker, self.layers, self.last_times, t_run,
+                                 self.prefix_ms)
         for name, fut in futures.items():
             tex, layout, meta = self.outputs[name]
             fut.set_result(Stored(backend, PixelTensor(layout, subst[id(tex)],
                                                        early=early[name]), meta))
-        if sample:
-            self._reading = self._read_stamps(stamps)
-            r.add_timings(self._reading)
-        publish_replayed_profile(worker, self.layers, self.last_times, t_run,
-                                 self.prefix_ms)
         for layer, _ in self.layers:
             yield layer
 
