@@ -54,6 +54,16 @@ class InputChecker:
         self._accepted = key
         return feeds
 
+    def accepted_as_is(self, inputs) -> dict[str, Any] | None:
+        """The feeds without a copy when ``inputs`` are plain arrays of the dtypes and shapes
+        the last checked call passed (for a caller that copies them itself, at once); else
+        None (``__call__`` checks and copies)."""
+        key = self._key(inputs)
+        if key is None or key != self._accepted:
+            return None
+        self.last_key = key
+        return {s.name: inputs[s.name] for s in self.specs}
+
     def _key(self, inputs) -> tuple | None:
         """(dtype, shape) of each input in spec order when ``inputs`` is a dict of exactly
         the model's inputs as plain non-object NumPy arrays, else None (checked in full)."""

@@ -102,6 +102,11 @@ class Steps:
             raise StopIteration
         return layer
 
+    def done(self) -> bool:
+        """Whether the run has ended (a later ``schedule`` may then write into the inputs
+        this run read)."""
+        return self._done
+
     def close(self) -> None:
         """Stop scheduling; outputs not computed yet fail with an EngineError."""
         if not self._done:

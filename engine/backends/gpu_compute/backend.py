@@ -192,6 +192,13 @@ class GpuComputeBackend(Backend):
     def download(self, handle: GpuTensor, meta: Meta) -> np.ndarray:
         return self.request_download(handle, meta).result()
 
+    def write_inputs_now(self, sig, arrays: dict) -> dict | None:
+        """Write a run's inputs from the calling thread when it will replay (see
+        ``Worker._written_feeds``): the feeds that say so, or None."""
+        if not self.replay:
+            return None
+        return self._replays.write_now(sig, arrays)
+
     def download_staged(self, handle: GpuTensor, meta: Meta) -> np.ndarray | None:
         """A replayed output that its run already copied out (``EarlyRead``), read on the
         calling thread (any thread: no backend state but the handle's is touched); None

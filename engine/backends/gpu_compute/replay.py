@@ -84,6 +84,10 @@ class Replay:
                                    self.prefix_ms)
         return values if guards_hold(self.guards, values) else None
 
+    def write_inputs(self, feeds: dict) -> None:
+        """Queue writes of ``feeds`` into the input buffers now (``Replays.write_now``)."""
+        self._submitter.write_inputs(self, feeds)
+
     def release(self) -> None:
         """Give the arena and the output sets back to the pool (the replay is dropped)."""
         for alloc in self._arena:
@@ -204,6 +208,14 @@ class Replay:
         return out
 
 
+class WrittenFeeds(dict):
+    """Feeds already written into ``replay``'s input buffers (``Replays.write_now``)."""
+
+    def __init__(self, feeds: dict, replay: Replay):
+        super().__init__(feeds)
+        self.written_by = replay
+
+
 class Replays:
     """A backend's replays by input signature (the most recently used few), the recorder
     armed for a run, and each signature's status.
@@ -247,6 +259,18 @@ class Replays:
         self.status[sig] = "recording"
         backend._rec, rec.signature, rec.worker = rec, sig, worker
         return None
+
+    def write_now(self, sig, arrays: dict) -> dict | None:
+        """Write ``arrays`` into the input buffers of the replay of ``sig`` now (called off
+        the engine thread while no run of the worker is pending: ``Worker._written_feeds``);
+        the feeds for its run, or None (no replay, or one with If conditions to check)."""
+        replay = self._by_sig.get(sig)
+        if replay is None or replay.guards or self.status.get(sig) != "replayed" or \
+                self.backend._closed:
+            return None
+        with gpu_errors("writing a run's inputs"):
+            replay.write_inputs(arrays)
+        return WrittenFeeds(arrays, replay)
 
     def finish(self, outputs: dict) -> None:
         backend = self.backend

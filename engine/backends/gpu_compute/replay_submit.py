@@ -34,13 +34,11 @@ class Submitter:
         when ``sample``) and then ``copies`` ((source, destination, bytes)) into one encoder
         and submit it."""
         raw = self._raw_run
+        if getattr(feeds, "written_by", None) is not replay:
+            self.write_inputs(replay, feeds)
         if raw is None:
-            self._submit_public(replay, feeds, ops, copies)
+            self._submit_public(ops, copies)
             return
-        for name, buf in replay.feeds:
-            value = _input_array(feeds[name])
-            if value.nbytes:
-                raw.write(buf, value)
         flat = self._flat_ops(replay, ops)
         raw.run(lambda _: self._record_raw(raw, flat, sample and replay.query_set),
                 (replay.query_set, replay.stamps, replay.resolve_buf) if sample else None,
@@ -94,14 +92,23 @@ class Submitter:
         self._flat[id(ops)] = (ops, flat)
         return flat
 
-    def _submit_public(self, replay, feeds: dict, ops: list, copies: list) -> None:
+    def write_inputs(self, replay, feeds: dict) -> None:
+        """Queue writes of ``feeds`` into the replay's input buffers (they copy the data:
+        the arrays may change afterwards)."""
+        raw = self._raw_run
+        for name, buf in replay.feeds:
+            value = _input_array(feeds[name])
+            if not value.nbytes:
+                continue
+            if raw is not None:
+                raw.write(buf, value)
+            else:
+                self.backend.queue.write_buffer(buf, 0, value)
+
+    def _submit_public(self, ops: list, copies: list) -> None:
         """The same through wgpu-py's public API (no timestamps: ``stamps`` is False)."""
         backend = self.backend
         queue = backend.queue
-        for name, buf in replay.feeds:
-            value = _input_array(feeds[name])
-            if value.nbytes:
-                queue.write_buffer(buf, 0, value)
         encoder = backend.device.create_command_encoder()
         for op in ops:
             if op[0] == "copy":
