@@ -1,5 +1,5 @@
 """GPU_COMPUTE runs that will replay, scheduled while no earlier run of the worker is
-pending, write their inputs from the caller's arrays at once instead of copying them first
+pending, write large inputs from the caller's arrays at once instead of copying them first
 (``Worker._written_feeds``). Each run must still compute on the values its caller passed:
 whatever the caller does with its arrays after ``schedule`` returns, and whether the earlier
 runs' GPU work is still executing."""
@@ -20,7 +20,7 @@ from engine.backends.gpu_compute import replay_submit
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
 GPU = BackendType.GPU_COMPUTE
-SHAPE = (4, 33)
+SHAPE = (512, 260)  # two inputs of 532 KB: above DIRECT_WRITE_BYTES together
 
 
 def _two_inputs():
@@ -98,16 +98,17 @@ def test_new_shapes_and_captures_take_the_checked_copy(rng, direct):
     inputs as before; the values are right either way."""
     nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
              helper.make_node("Add", ["ab", "a"], ["y"])]
-    proto = model(nodes, [("a", F, ["n", 33]), ("b", F, ["n", 33])], [("y", F, ["n", 33])])
+    proto = model(nodes, [("a", F, ["n", 4160]), ("b", F, ["n", 4160])],
+                  [("y", F, ["n", 4160])])
     m = ModelLoader.from_proto(proto)
     with Worker(m, GPU) as worker:
-        for n in (4, 4, 4, 4, 7, 4, 7):
-            a = rng.standard_normal((n, 33)).astype(np.float32)
-            b = rng.standard_normal((n, 33)).astype(np.float32)
+        for n in (64, 64, 64, 64, 70, 64, 70):
+            a = rng.standard_normal((n, 4160)).astype(np.float32)
+            b = rng.standard_normal((n, 4160)).astype(np.float32)
             want, before = _want(a, b), direct[0]
-            capture = ["ab"] if n == 7 else None
+            capture = ["ab"] if n == 70 else None
             worker.schedule({"a": a, "b": b}, capture=capture)
-            if n == 7:  # (never replayed: captured runs take the normal path)
+            if n == 70:  # (never replayed: captured runs take the normal path)
                 assert direct[0] == before
                 np.testing.assert_allclose(worker.peek_output("ab").download_to_array(),
                                            a * b, rtol=1e-6)
@@ -140,3 +141,26 @@ def test_a_run_scheduled_layer_by_layer_keeps_its_inputs(rng, direct):
                                    atol=1e-6)
         np.testing.assert_allclose(second.download_to_array(), _want(a2, b2), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_small_inputs_are_copied(rng, direct):
+    """Below DIRECT_WRITE_BYTES the inputs are checked and copied (cheaper than the
+    direct path's calls); the values are right."""
+    from engine.worker import DIRECT_WRITE_BYTES
+
+    nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
+             helper.make_node("Add", ["ab", "a"], ["y"])]
+    small = (8, 40)
+    assert 2 * 4 * small[0] * small[1] < DIRECT_WRITE_BYTES
+    m = ModelLoader.from_proto(model(nodes, [("a", F, list(small)), ("b", F, list(small))],
+                                     [("y", F, list(small))]))
+    with Worker(m, GPU) as worker:
+        for _ in range(6):
+            a = rng.standard_normal(small).astype(np.float32)
+            b = rng.standard_normal(small).astype(np.float32)
+            want = _want(a, b)
+            worker.schedule({"a": a, "b": b})
+            a[...] = np.nan
+            np.testing.assert_allclose(worker.peek_output("y").download_to_array(), want,
+                                       rtol=1e-5, atol=1e-6)
+    assert direct[0] == 0
