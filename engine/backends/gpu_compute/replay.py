@@ -175,15 +175,18 @@ class Replay:
         command buffer and a submit of its own (the second submit was most of a small
         model's readback on the engine thread)."""
         copies = []
+        staging_of = gpu.reader.staging  # (inside the run's gpu_errors)
         for name in tuple(self.read_back):  # (a snapshot: readers add to it from any thread)
             aid, like = self.outputs[name]
-            if like.nbytes:
-                staging = gpu.staging_buffer(like.nbytes)
-                early[name].staging, early[name].nbytes = staging, like.nbytes
-                copies.append((allocs[aid].buffer, staging, staging_size(like.nbytes)))
+            nbytes = like.nbytes
+            if nbytes:
+                size = staging_size(nbytes)
+                entry = early[name]
+                entry.staging, entry.nbytes = staging_of(size), nbytes
+                copies.append((allocs[aid].buffer, entry.staging, size))
         if sample:
             nbytes = self.stamps * 8
-            copies.append((self.resolve_buf, gpu.staging_buffer(nbytes), nbytes))
+            copies.append((self.resolve_buf, staging_of(staging_size(nbytes)), nbytes))
         return copies
 
     def _read_stamps(self, staging) -> Future:
