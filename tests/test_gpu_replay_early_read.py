@@ -14,7 +14,7 @@ from engine import ModelLoader, Worker
 from engine.backends import BackendType
 from engine.backends.gpu_common.device import GpuDevice
 from engine.backends.gpu_compute import replay_submit
-from engine.backends.gpu_pixel import replay as pixel_replay
+from engine.backends.gpu_pixel import replay_submit as pixel_submit
 from engine.backends.gpu_pixel.renderer import Renderer
 
 pytestmark = pytest.mark.usefixtures("require_gpu")
@@ -98,7 +98,7 @@ def test_outputs_read_after_each_run_come_from_the_runs_copies(rng, reads, raw, 
                                                                GPU):
     if not raw:
         monkeypatch.setattr(replay_submit, "NATIVE", None)
-        monkeypatch.setattr(pixel_replay, "NATIVE", None)
+        monkeypatch.setattr(pixel_submit, "NATIVE", None)
     m = _three_outputs(GPU)
     with Worker(m, GPU) as worker:
         for run in range(7):

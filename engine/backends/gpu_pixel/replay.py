@@ -26,13 +26,11 @@ import numpy as np
 from engine.backends.base import BackendType
 from engine.backends.gpu_common import gpu_errors
 from engine.backends.gpu_common.guards import PrefixMemo, guards_hold
-from engine.backends.gpu_common.native import NATIVE, RawRun
 from engine.backends.gpu_common.replayed import SAMPLE_EVERY, EarlyRead, publish_replayed_profile
 from engine.backends.gpu_compute.replay import Replays
 from engine.backends.gpu_pixel.handles import PixelTensor
-from engine.backends.gpu_pixel.layout import pack
 from engine.backends.gpu_pixel.rawpass import PassList
-from engine.backends.gpu_pixel.renderer import padded_row, texture_read_bytes
+from engine.backends.gpu_pixel.replay_submit import PixelSubmitter
 from engine.ops.base import Meta
 from engine.tensor import Stored, free_released
 
@@ -65,8 +63,9 @@ class PixelReplay:
         r.take_out(self.owned)
         kept = {id(t) for t in self.owned} | out_ids
         #: (texture, (input name, dtype, shape)): each run's input writes; passes and copies
-        self.writes, self.events = _plan_writes(r, rec.events, kept, out_ids, self.owned)
-        self._texels: list = [None] * len(self.writes)
+        writes, self.events = _plan_writes(r, rec.events, kept, out_ids, self.owned)
+        #: input writes, passes and early copies into one submit (replay_submit.py)
+        self._submitter = PixelSubmitter(backend, r, writes)
         n_pass = sum(ev[0] == "draw" for ev in self.events)
         self.query_set = self.resolve_buf = None
         self.stamps = 2 * n_pass if r.timestamps and 2 * n_pass <= MAX_STAMPS else 0
@@ -79,9 +78,6 @@ class PixelReplay:
                     size=self.stamps * 8,
                     usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         self.spans = [ev[1] for ev in self.events if ev[0] == "draw"]  # layer of each pass
-        #: the encoder, input writes and submit as direct calls (gpu_common/native.py)
-        self._raw_run = RawRun(backend.device, r.queue) if NATIVE is not None else None
-        self._targets: dict[int, tuple] = {}  # id(texture) -> its raw write descriptors
         self.last_times: dict[str, float] | None = None
         self._since_sample = SAMPLE_EVERY
         self._reading: Future | None = None
@@ -91,6 +87,11 @@ class PixelReplay:
         self.ring: list[list] = []
         first = {id(t): t for t, _, _ in self.outputs.values()}
         self._adopt(first, busy=set(first))
+
+    @property
+    def writes(self) -> list:
+        """(texture, (input name, dtype, shape)) of each run's input writes."""
+        return self._submitter.writes
 
     # -- output sets ------------------------------------------------------------------------
     def _adopt(self, textures: dict, busy: set) -> list:
@@ -167,23 +168,12 @@ class PixelReplay:
         with gpu_errors("running a replayed plan"):
             entry = self._output_set()
             subst, passes = entry[0], entry[2]
-            raw = self._raw_run if passes.raw else None
-            for k, (tex, (name, dtype, shape)) in enumerate(self.writes):
-                value = values[name]
-                if dtype is not None:
-                    value = np.ascontiguousarray(value, dtype=dtype)
-                if shape is not None:
-                    value = value.reshape(shape)
-                # packed into the same host array every run (a new one costs page faults)
-                texels = self._texels[k] = pack(value, self._texels[k])
-                target = subst.get(id(tex), tex)
-                if raw is None:
-                    r.write(target, texels)
-                else:
-                    raw.write_texture(self._write_target(target), texels)
+            submitter = self._submitter
+            raw = submitter.raw_run if passes.raw else None
+            submitter.write_inputs(values, subst, raw)
             sample = self._sample_now()
             early = {name: EarlyRead(self, name) for name in self.outputs}
-            stamps = self._submit(raw, passes, sample, subst, early)
+            stamps = submitter.submit(self, raw, passes, sample, subst, early)
         entry[1].update(subst)
         if sample:
             self._reading = self._read_stamps(stamps)
@@ -198,57 +188,6 @@ class PixelReplay:
                                                        early=early[name]), meta))
         for layer, _ in self.layers:
             yield layer
-
-    def _submit(self, raw, passes, sample: bool, subst: dict, early: dict):
-        """Record the passes, then copies of the outputs whose previous run's value was
-        read (``EarlyRead``) and of the timestamps when ``sample``, and submit them; returns
-        the timestamps' staging buffer (None when not ``sample``)."""
-        dev = self.backend.dev
-        outs = []  # (output texture, staging buffer)
-        for name in tuple(self.read_back):  # (a snapshot: readers add to it from any thread)
-            tex = subst[id(self.outputs[name][0])]
-            nbytes = texture_read_bytes(tex)
-            early[name].staging, early[name].nbytes = dev.staging_buffer(nbytes), nbytes
-            outs.append((tex, early[name].staging))
-        stamps = dev.staging_buffer(self.stamps * 8) if sample else None
-        stamp_copy = [(self.resolve_buf, stamps, self.stamps * 8)] if sample else []
-        try:
-            if raw is None:
-                encoder = self.backend.device.create_command_encoder()
-                passes.record(encoder, sample)
-                if sample:
-                    encoder.resolve_query_set(self.query_set, 0, self.stamps,
-                                              self.resolve_buf, 0)
-                for src, dst, size in stamp_copy:
-                    encoder.copy_buffer_to_buffer(src, 0, dst, 0, size)
-                for tex, staging in outs:
-                    encoder.copy_texture_to_buffer(
-                        {"texture": tex.texture, "origin": (0, 0, 0)},
-                        {"buffer": staging, "offset": 0, "bytes_per_row": padded_row(tex),
-                         "rows_per_image": tex.height}, (tex.width, tex.height, 1))
-                self.r.queue.submit([encoder.finish()])
-            else:
-                def record(enc) -> None:
-                    passes.record(enc, sample)
-                    for tex, staging in outs:
-                        raw.copy_texture(tex.texture, tex.width, tex.height, staging,
-                                         padded_row(tex))
-
-                raw.run(record, (self.query_set, self.stamps, self.resolve_buf)
-                        if sample else None, stamp_copy)
-        except BaseException:
-            for staging in [b for _, b in outs] + ([stamps] if sample else []):
-                dev.give_back_staging(staging)
-            raise
-        return stamps
-
-    def _write_target(self, tex) -> tuple:
-        """The raw write descriptors of all of ``tex`` (made once per texture)."""
-        target = self._targets.get(id(tex))
-        if target is None or target[0] is not tex.texture:
-            target = self._targets[id(tex)] = self._raw_run.texture_target(
-                tex.texture, tex.width, tex.height)
-        return target
 
     def _sample_now(self) -> bool:
         """Whether this run writes and reads per-pass timestamps."""
