@@ -9,6 +9,9 @@ and staging buffers of a size already read are reused.
 
 A wait started from the reader thread itself (a done-callback of one readback that reads
 again and blocks) would wait for its own thread; such reads get a thread of their own.
+A blocking read that will wait anyway maps and waits on its own thread (``read_now``).
+Maps go through direct wgpu-native calls where available (``rawmap``: the waiting thread
+polls the device), else through wgpu-py's ``map_async``.
 """
 
 from __future__ import annotations
