@@ -23,11 +23,20 @@ GPU = BackendType.GPU_COMPUTE
 SHAPE = (512, 260)  # two inputs of 532 KB: above DIRECT_WRITE_BYTES together
 
 
-def _two_inputs():
+def _two_inputs(shape=SHAPE):
+    """y = a * b + a (intermediate ``ab``) on inputs of ``shape`` (dims may be named)."""
     nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
              helper.make_node("Add", ["ab", "a"], ["y"])]
-    return ModelLoader.from_proto(model(nodes, [("a", F, list(SHAPE)), ("b", F, list(SHAPE))],
-                                        [("y", F, list(SHAPE))]))
+    return ModelLoader.from_proto(model(nodes, [("a", F, list(shape)), ("b", F, list(shape))],
+                                        [("y", F, list(shape))]))
+
+
+def _until_replayed(worker, rng) -> None:
+    """Three runs read back: recorded at the second, replayed from the third."""
+    for _ in range(3):
+        worker.schedule({"a": rng.standard_normal(SHAPE).astype(np.float32),
+                         "b": rng.standard_normal(SHAPE).astype(np.float32)})
+        worker.peek_output("y").download_to_array()
 
 
 def _want(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -74,10 +83,7 @@ def test_runs_back_to_back_each_see_their_own_inputs(rng, direct):
     once); all outputs read at the end."""
     m = _two_inputs()
     with Worker(m, GPU) as worker:
-        for _ in range(3):
-            worker.schedule({"a": rng.standard_normal(SHAPE).astype(np.float32),
-                             "b": rng.standard_normal(SHAPE).astype(np.float32)})
-            worker.peek_output("y").download_to_array()
+        _until_replayed(worker, rng)
         held = []
         for k in range(24):
             if k % 3 == 0:
@@ -96,11 +102,7 @@ def test_runs_back_to_back_each_see_their_own_inputs(rng, direct):
 def test_new_shapes_and_captures_take_the_checked_copy(rng, direct):
     """A signature without a replay yet, or a run capturing intermediates, copies its
     inputs as before; the values are right either way."""
-    nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
-             helper.make_node("Add", ["ab", "a"], ["y"])]
-    proto = model(nodes, [("a", F, ["n", 4160]), ("b", F, ["n", 4160])],
-                  [("y", F, ["n", 4160])])
-    m = ModelLoader.from_proto(proto)
+    m = _two_inputs(("n", 4160))
     with Worker(m, GPU) as worker:
         for n in (64, 64, 64, 64, 70, 64, 70):
             a = rng.standard_normal((n, 4160)).astype(np.float32)
@@ -123,10 +125,7 @@ def test_a_run_scheduled_layer_by_layer_keeps_its_inputs(rng, direct):
     (the iterated run has yet to use the input buffers); both runs get their own values."""
     m = _two_inputs()
     with Worker(m, GPU) as worker:
-        for _ in range(3):
-            worker.schedule({"a": rng.standard_normal(SHAPE).astype(np.float32),
-                             "b": rng.standard_normal(SHAPE).astype(np.float32)})
-            worker.peek_output("y").download_to_array()
+        _until_replayed(worker, rng)
         a1, b1 = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(2))
         steps = worker.schedule_iterable({"a": a1, "b": b1})
         first = worker.peek_output("y")
@@ -148,12 +147,9 @@ def test_small_inputs_are_copied(rng, direct):
     direct path's calls); the values are right."""
     from engine.worker import DIRECT_WRITE_BYTES
 
-    nodes = [helper.make_node("Mul", ["a", "b"], ["ab"]),
-             helper.make_node("Add", ["ab", "a"], ["y"])]
     small = (8, 40)
     assert 2 * 4 * small[0] * small[1] < DIRECT_WRITE_BYTES
-    m = ModelLoader.from_proto(model(nodes, [("a", F, list(small)), ("b", F, list(small))],
-                                     [("y", F, list(small))]))
+    m = _two_inputs(small)
     with Worker(m, GPU) as worker:
         for _ in range(6):
             a = rng.standard_normal(small).astype(np.float32)
