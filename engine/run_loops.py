@@ -220,7 +220,7 @@ def run_placed(worker, plan: Plan, feeds: dict[str, Any], futures: dict[str, Fut
     const_values = worker._const_values
     t_run = time.perf_counter()
     handed_over = False
-    backend.run_context(placement, keep)
+    backend.run_context(placement, keep, plan.metas)
     backend.begin_run()
     try:
         for index, layer in enumerate(worker.model.layers):

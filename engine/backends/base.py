@@ -168,10 +168,11 @@ class Backend(ABC):
     def begin_run(self) -> None:
         """Called before the first layer of a schedule."""
 
-    def run_context(self, placement: dict, keep: set[str]) -> None:
-        """Before ``begin_run`` of a layer-by-layer run: where each layer of the plan runs
-        and which tensors the run captures (a backend that fuses layers while recording
-        must keep captured tensors and layers placed elsewhere out of its fusions)."""
+    def run_context(self, placement: dict, keep: set[str], metas: dict | None = None) -> None:
+        """Before ``begin_run`` of a layer-by-layer run: where each layer of the plan runs,
+        which tensors the run captures and the metadata the plan derived for its tensors (a
+        backend that fuses layers while recording must keep captured tensors and layers
+        placed elsewhere out of its fusions, and may fuse only what the shapes allow)."""
 
     def flush(self) -> None:
         """Submit recorded work (before a CPU fallback reads back, and at the end of a run)."""

@@ -18,6 +18,7 @@ import numpy as np
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
 from engine.backends.gpu_common.timestamps import Timestamps
+from engine.backends.gpu_compute.attention import AttentionTable, Pending
 from engine.backends.gpu_compute.epilogues import EpilogueTable
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
 from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
@@ -111,6 +112,7 @@ class GpuComputeBackend(Backend):
             os.environ.get("ENGINE_GPU_REPLAY", "1") != "0"
         self._replays = Replays(self)
         self.epilogues = EpilogueTable()
+        self.attention = AttentionTable()
         self._closed = False
         #: peak device bytes of the plan (estimated by ``prepare``, then measured by runs)
         self.peak_memory_bytes: int | None = None
@@ -184,6 +186,9 @@ class GpuComputeBackend(Backend):
     def free(self, handle: Any) -> None:
         if self._closed or not isinstance(handle, GpuTensor) or handle.alloc is None:
             return
+        if isinstance(handle.alloc, Pending):  # deferred attention scores (no buffer)
+            handle.alloc.release(self)
+            return
         if handle.early is not None:
             handle.early, early = None, handle.early
             early.dropped(self.gpu)
@@ -219,6 +224,9 @@ class GpuComputeBackend(Backend):
 
     def request_download(self, handle: GpuTensor, meta: Meta) -> Future:
         shape, dtype = tuple(meta.shape), np.dtype(meta.dtype)
+        if isinstance(handle.alloc, Pending):
+            raise KernelError("attention scores computed inside a fused attention dispatch "
+                              "cannot be read back")
         if meta.size == 0:
             fut: Future = Future()
             fut.set_result(np.zeros(shape, dtype))
@@ -314,8 +322,9 @@ class GpuComputeBackend(Backend):
         with limits_in_force(self.limits):
             return KERNELS.unsupported_reason(layer, metas)
 
-    def run_context(self, placement: dict, keep: set[str]) -> None:
+    def run_context(self, placement: dict, keep: set[str], metas: dict | None = None) -> None:
         self.epilogues.begin_run(placement, keep)
+        self.attention.begin_run(placement, keep, metas)
 
     def begin_run(self) -> None:
         if self._timestamps:
@@ -332,6 +341,10 @@ class GpuComputeBackend(Backend):
         absorbed = self.epilogues.absorbed.pop(id(layer), None)
         if absorbed is not None:  # recorded in its MatMul's epilogue (``epilogues``)
             return [self.view(inputs[absorbed], out_metas[0].shape)]
+        if self.attention.absorbed:  # a deferred attention's middle layer (``attention``)
+            outs = self.attention.absorb(self, layer, inputs, out_metas)
+            if outs is not None:
+                return outs
         self._layer = layer.name
         try:
             with limits_in_force(self.limits):
@@ -386,6 +399,7 @@ class GpuComputeBackend(Backend):
 
         self._constants = dict(model.constants)
         self.epilogues.use_model(model)
+        self.attention.use_model(model)
         prepare_plan(self, model, placement, progress, input_metas)
 
     def close(self) -> None:

@@ -221,6 +221,11 @@ def _matmul_check(layer, metas):
 
 @gpu_kernel("MatMul", dtypes=F32, inputs=(0, 1), check=_matmul_check)
 def MatMul(ctx, layer, ins, metas, out_metas):
+    # an attention chain from here on, or its end (``attention``): one fused dispatch
+    fused = ctx.attention.defer(ctx, layer, ins, metas, out_metas[0]) or \
+        ctx.attention.finish(ctx, layer, ins, out_metas[0])
+    if fused is not None:
+        return [fused]
     sa, sb = _mm_shapes(metas[0], metas[1])
     M, K, N = sa[-2], sa[-1], sb[-1]
     count, a_batch, b_batch = _batch_plan(sa, sb)

@@ -75,6 +75,18 @@ def _infer(model, layer, ins: list[Meta | None], on_cpu: bool) -> list[Meta] | N
     return outs
 
 
+def _all_metas(model, placement, metas: dict[str, Meta]) -> dict[str, Meta]:
+    """``metas`` (the inputs' and constants') with those of every tensor the plan derives."""
+    for layer in model.layers:
+        names = layer.all_inputs()
+        if any(n and n not in metas for n in names):
+            continue
+        ins = [metas.get(n) if n else None for n in names]
+        outs = _infer(model, layer, ins, placement[layer.name].backend is BackendType.CPU)
+        metas.update({n: m for n, m in zip(layer.outputs, outs or ()) if n and m is not None})
+    return metas
+
+
 def walk(backend, model, placement, input_metas=None) -> DryRun:
     """Dry-run the plan on static shapes; returns the simulated pool and programs."""
     dry = DryRun()
@@ -88,7 +100,9 @@ def walk(backend, model, placement, input_metas=None) -> DryRun:
         last[o.name] = len(model.layers)
     on_device: dict[str, GpuTensor] = {}
     backend._dry = dry
-    backend.run_context(placement, set())  # absorb the epilogues a run would absorb
+    # fuse what a run would fuse (epilogues, attention: the latter decides on the shapes of
+    # tensors made later in the plan, so every shape is derived first)
+    backend.run_context(placement, set(), _all_metas(model, placement, dict(metas)))
     try:
         for index, layer in enumerate(model.layers):
             names = layer.all_inputs()
