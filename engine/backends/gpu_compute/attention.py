@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.backends.base import BackendType
+from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.memory import Allocation, GpuTensor
 from engine.backends.gpu_compute.pipelines import Program
 from engine.errors import KernelError
@@ -233,8 +234,6 @@ class AttentionTable:
         if layer is not chain.out or (chain.mode != MASK_NONE and pending.mask is None):
             raise KernelError(f"layer {layer.name!r}: reads deferred attention scores it "
                               f"cannot compute")
-        from engine.backends.gpu_compute.backend import pack  # (backend imports this module)
-
         q, kt = pending.held[0], pending.held[1]
         v, mask = ins[1], pending.mask
         L, dk, M, dv = q.shape[-2], q.shape[-1], kt.shape[-1], v.shape[-1]

@@ -1,14 +1,13 @@
 """GPU_COMPUTE: layers as WGSL compute dispatches recorded into one encoder per schedule.
 
-``run_layer`` only records; ``flush`` submits without waiting (the worker calls it before a
-CPU fallback reads back and at the end of a run). Each dispatch is its own compute pass so
-that, where the adapter has ``timestamp-query``, every layer gets GPU begin/end stamps.
+``run_layer`` only records (``encoding``); ``flush`` submits without waiting (the worker
+calls it before a CPU fallback reads back and at the end of a run); reads go through
+``readout``. Replayed runs record nothing: ``replay`` re-issues a run recorded once.
 """
 
 from __future__ import annotations
 
 import os
-import struct
 from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Any
@@ -19,9 +18,11 @@ from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
 from engine.backends.gpu_common.timestamps import Timestamps
 from engine.backends.gpu_compute.attention import AttentionTable, Pending
+from engine.backends.gpu_compute.encoding import Encoding
 from engine.backends.gpu_compute.epilogues import EpilogueTable
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
-from engine.backends.gpu_compute.pipelines import Program, pipeline_cache
+from engine.backends.gpu_compute.pipelines import pipeline_cache
+from engine.backends.gpu_compute.readout import Readout
 from engine.backends.gpu_compute.registry import KERNELS, Limits, limits_in_force
 from engine.backends.gpu_compute.replay import Replays
 from engine.errors import BackendUnavailableError, GPUError, KernelError
@@ -29,27 +30,8 @@ from engine.model import Layer
 from engine.ops import op_for
 from engine.ops.base import Meta
 
-#: largest workgroup count per dispatch dimension that WebGPU guarantees
-MAX_GROUPS = 65535
 
-
-def pack(*values: int | float) -> bytes:
-    """Uniform data: Python ints as i32 (u32 from 2**31), floats as f32, padded to 16 bytes."""
-    fmt = "".join("f" if isinstance(v, float) else "I" if v >= 2**31 else "i" for v in values)
-    data = struct.pack("<" + fmt, *values)
-    size = max(32, (len(data) + 15) // 16 * 16)
-    return data + bytes(size - len(data))
-
-
-def groups_for(n_groups: int) -> tuple[int, int, int]:
-    """Spread ``n_groups`` workgroups over x and y (shaders linearise with num_workgroups)."""
-    n_groups = max(1, n_groups)
-    if n_groups <= MAX_GROUPS:
-        return (n_groups, 1, 1)
-    return (MAX_GROUPS, (n_groups + MAX_GROUPS - 1) // MAX_GROUPS, 1)
-
-
-class GpuComputeBackend(Backend):
+class GpuComputeBackend(Encoding, Readout, Backend):
     """WGSL compute shaders on the process-wide wgpu device."""
 
     type = BackendType.GPU_COMPUTE
@@ -194,126 +176,12 @@ class GpuComputeBackend(Backend):
             early.dropped(self.gpu)
         (self.pool if self._dry is None else self._dry.pool).release(handle.alloc)
 
-    def download(self, handle: GpuTensor, meta: Meta) -> np.ndarray:
-        return self.request_download(handle, meta).result()
-
     def write_inputs_now(self, sig, arrays: dict) -> dict | None:
         """Write a run's inputs from the calling thread when it will replay (see
         ``Worker._written_feeds``): the feeds that say so, or None."""
         if not self.replay:
             return None
         return self._replays.write_now(sig, arrays)
-
-    def download_staged(self, handle: GpuTensor, meta: Meta) -> np.ndarray | None:
-        """A replayed output that its run already copied out (``EarlyRead``), read on the
-        calling thread (any thread: no backend state but the handle's is touched); None
-        when there is no such copy (``request_download`` then reads it)."""
-        early = handle.early if isinstance(handle, GpuTensor) else None
-        if self._closed or early is None or early.staging is None or meta.size == 0:
-            return None
-        dtype = np.dtype(meta.dtype)
-        raw_dtype = np.dtype(np.uint32) if dtype == np.dtype(bool) else dtype
-        nbytes = meta.size * raw_dtype.itemsize
-        handle.early = None
-        staging = early.taken(self.gpu, nbytes)
-        if staging is None:
-            return None
-        raw = self.gpu.read_staged_async(staging, nbytes, raw_dtype, tuple(meta.shape),
-                                         now=True)
-        return raw if dtype == raw_dtype else raw != 0
-
-    def request_download(self, handle: GpuTensor, meta: Meta) -> Future:
-        shape, dtype = tuple(meta.shape), np.dtype(meta.dtype)
-        if isinstance(handle.alloc, Pending):
-            raise KernelError("attention scores computed inside a fused attention dispatch "
-                              "cannot be read back")
-        if meta.size == 0:
-            fut: Future = Future()
-            fut.set_result(np.zeros(shape, dtype))
-            return fut
-        self.flush()
-        raw_dtype = np.dtype(np.uint32) if dtype == np.dtype(bool) else dtype
-        nbytes = meta.size * raw_dtype.itemsize
-        staging = None
-        if handle.early is not None:
-            handle.early, early = None, handle.early
-            staging = early.taken(self.gpu, nbytes)
-        if staging is not None:  # the run that wrote it also copied it out
-            raw = self.gpu.read_staged_async(staging, nbytes, raw_dtype, shape)
-        else:
-            raw = self.gpu.read_buffer_async(handle.buffer, nbytes, raw_dtype, shape)
-        if dtype != np.dtype(bool):
-            return raw
-        out: Future = Future()
-        raw.add_done_callback(lambda f: _convert(f, out, lambda a: a != 0))
-        return out
-
-    # -- recording --------------------------------------------------------------------------
-    def _uniform(self, data: bytes):
-        buf = self._uniforms.get(data)
-        if buf is None:
-            with gpu_errors("creating a uniform buffer"):
-                buf = self.device.create_buffer_with_data(data=data, usage=self._uniform_usage)
-            self._uniforms[data] = buf
-            if len(self._uniforms) > 8192:
-                self._uniforms.popitem(last=False)
-                self._bind_groups.clear()
-        return buf
-
-    def dispatch(self, program: Program, bindings: list, params: bytes,
-                 groups: tuple[int, int, int] | int) -> None:
-        """Record one dispatch of ``program``. ``bindings``: GpuTensors or (tensor, byte
-        offset, byte size) ranges for @binding(1...); binding 0 is the uniform ``params``."""
-        if isinstance(groups, int):
-            groups = groups_for(groups)
-        if self._dry is not None:
-            if program not in self._dry.programs:
-                self._dry.programs.append(program)
-            return
-        if any(g > MAX_GROUPS for g in groups):
-            raise KernelError(f"layer {self._layer!r}: dispatch {groups} exceeds the adapter's "
-                              f"{MAX_GROUPS} workgroups per dimension")
-        pipeline, layout = self.pipelines.get(program)
-        if self._rec is not None:
-            self._rec.dispatched(program, [_alloc_range(b) for b in bindings], params, groups)
-        ubuf = self._uniform(params)
-        ranges = [_range(b) for b in bindings]
-        key = (program, id(ubuf), tuple((id(b), o, s) for b, o, s in ranges))
-        bind_group = self._bind_groups.get(key)
-        with gpu_errors(f"recording {program} for layer {self._layer!r}"):
-            if bind_group is None:
-                entries = [{"binding": 0, "resource": {"buffer": ubuf, "offset": 0,
-                                                       "size": ubuf.size}}]
-                entries += [{"binding": i, "resource": {"buffer": b, "offset": o, "size": s}}
-                            for i, (b, o, s) in enumerate(ranges, 1)]
-                bind_group = self.device.create_bind_group(layout=layout, entries=entries)
-                self._bind_groups[key] = bind_group
-                if len(self._bind_groups) > 8192:
-                    self._bind_groups.popitem(last=False)
-            encoder = self._open_encoder()
-            writes = self._timestamps.writes(self._layer) if self._timestamps else None
-            cpass = encoder.begin_compute_pass(timestamp_writes=writes)
-            cpass.set_pipeline(pipeline)
-            cpass.set_bind_group(0, bind_group)
-            cpass.dispatch_workgroups(*groups)
-            cpass.end()
-        self.pipelines.warmed.add(program)
-
-    def copy(self, src: GpuTensor, src_offset: int, dst: GpuTensor, dst_offset: int,
-             nbytes: int) -> None:
-        """Record a buffer-to-buffer copy (byte offsets and size multiples of 4)."""
-        if self._dry is not None or nbytes == 0:
-            return
-        if self._rec is not None:
-            self._rec.copied(src.alloc, src_offset, dst.alloc, dst_offset, nbytes)
-        with gpu_errors(f"recording a copy for layer {self._layer!r}"):
-            self._open_encoder().copy_buffer_to_buffer(src.buffer, src_offset, dst.buffer,
-                                                       dst_offset, nbytes)
-
-    def _open_encoder(self):
-        if self._encoder is None:
-            self._encoder = self.device.create_command_encoder()
-        return self._encoder
 
     # -- the Backend contract ---------------------------------------------------------------
     def supports(self, layer: Layer, metas: list[Meta | None]) -> str | None:
@@ -417,28 +285,7 @@ class GpuComputeBackend(Backend):
         self.pool.destroy_all()
 
 
-def _alloc_range(binding) -> tuple[Any, int, int]:
-    if isinstance(binding, GpuTensor):
-        return binding.alloc, 0, binding.alloc.size
-    t, offset, size = binding
-    return t.alloc, offset, size
-
-
-def _range(binding) -> tuple[Any, int, int]:
-    if isinstance(binding, GpuTensor):
-        return binding.buffer, 0, binding.alloc.size
-    t, offset, size = binding
-    return t.buffer, offset, size
-
-
 def _to_storage(array: np.ndarray) -> np.ndarray:
     if array.dtype == np.dtype(bool):
         return np.ascontiguousarray(array, dtype=np.uint32)
     return np.ascontiguousarray(array)
-
-
-def _convert(src: Future, dst: Future, fn) -> None:
-    if src.exception() is not None:
-        dst.set_exception(src.exception())
-    else:
-        dst.set_result(fn(src.result()))

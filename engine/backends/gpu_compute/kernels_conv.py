@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.kernels_matmul import (
     Operand,
     activation_reason,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, current_limits, gpu_kernel, out_size_reason
 from engine.backends.gpu_compute.util import broadcast_strides, size_of, whole16

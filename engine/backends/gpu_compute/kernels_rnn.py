@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.kernels_matmul import Operand, matmul
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.gpu_compute.backend import pack
+from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.kernels_elementwise import WGSL_TYPE
 from engine.backends.gpu_compute.memory import words_per_element
 from engine.backends.gpu_compute.pipelines import Program

@@ -10,7 +10,8 @@ import argparse
 
 import numpy as np
 
-from engine.backends.gpu_compute.backend import GpuComputeBackend, pack
+from engine.backends.gpu_compute.backend import GpuComputeBackend
+from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.pipelines import Program
 from engine.model import Layer
 from engine.ops.base import Meta

@@ -161,7 +161,7 @@ def _build_ops(backend, replay, events: list, buffers: dict, stamping: bool) -> 
 def _copy_as_dispatch(ev: tuple, strategy: str) -> tuple:
     """A recorded buffer copy as a dispatch of the strided-copy shader (whole words; one
     per invocation on GPUs, runs of 64 on CPU adapters: ``copy_strategy``)."""
-    from engine.backends.gpu_compute.backend import groups_for, pack
+    from engine.backends.gpu_compute.encoding import groups_for, pack
     from engine.backends.gpu_compute.util import arr8
 
     _, layer, src, so, dst, do, nbytes = ev
