@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.backends.gpu_compute.encoding import pack
+from engine.backends.gpu_compute.encoding import MAX_GROUPS, pack
 from engine.backends.gpu_compute.kernels_movement import strided_copy
 from engine.backends.gpu_compute.pipelines import Program
 from engine.backends.gpu_compute.registry import F32, gpu_kernel
@@ -13,8 +13,6 @@ from engine.ops.conv_pool import conv_geometry
 from engine.ops.resize import axis_weights, resize_plan, source_coords
 
 MODES = {"MaxPool": 0, "AveragePool": 1, "LpPool": 2}
-#: the most workgroups of one dispatch dimension (pool_rows.wgsl puts the planes on y)
-MAX_GROUPS = 65535
 
 
 def _pool_check(layer, metas):
