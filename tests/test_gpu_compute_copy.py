@@ -67,3 +67,34 @@ def test_movement_ops(case, strategy, dtype, rng, monkeypatch):
             got = worker.schedule({"x": x}).peek_output("y").download_to_array()
             np.testing.assert_array_equal(got, want, err_msg=name)
         assert {t.backend for t in worker.last_profile.layers} == {"gpu-compute"}
+
+
+@pytest.mark.parametrize("shape,perm,blocks", [
+    ((2, 8, 12, 4), (0, 2, 3, 1), True),     # NCHW -> NHWC: [8, 48] per image
+    ((2, 12, 4, 8), (0, 3, 1, 2), True),     # NHWC -> NCHW
+    ((1, 3, 20, 16), (0, 1, 3, 2), True),    # K -> K^T per head
+    ((12, 8), (1, 0), True),                 # one matrix
+    ((1, 3, 19, 16), (0, 1, 3, 2), False),   # 19 rows: the strided copy
+    ((2, 4, 6, 8), (0, 2, 1, 3), False),     # whole rows move: not a matrix transpose
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, bool])
+def test_matrix_transposes_move_4x4_blocks(shape, perm, blocks, dtype, rng):
+    """Batched transposes of matrices whose sides are multiples of 4 go through
+    transpose4.wgsl, bit-exactly; other shapes and 64-bit elements keep the strided copy."""
+    elem = {np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32,
+            bool: TensorProto.BOOL}[dtype]
+    x = rng.standard_normal(shape) * 100
+    want_shape = np.transpose(x, perm).shape
+    proto = _graph(x, [helper.make_node("Transpose", ["x"], ["y"], perm=list(perm))], {},
+                   want_shape, elem)
+    with Worker(ModelLoader.from_proto(proto), "gpu-compute") as worker:
+        backend, programs = worker._backend, []
+        original = backend.dispatch
+        backend.dispatch = lambda program, *a, **k: (programs.append(program.path),
+                                                     original(program, *a, **k))
+        for _ in range(2):  # the second run replays the first
+            x = rng.standard_normal(shape) * 100
+            x = (x > 0) if dtype is bool else x.astype(dtype)
+            got = worker.schedule({"x": x}).peek_output("y").download_to_array()
+            np.testing.assert_array_equal(got, np.transpose(x, perm))
+    assert ("transpose4.wgsl" in programs) == blocks, programs

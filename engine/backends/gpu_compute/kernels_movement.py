@@ -84,11 +84,39 @@ def _collapse(shape, si, so, mods):
     return [list(col) for col in zip(*out)]
 
 
+#: batched 2-D transposes (NCHW <-> NHWC, K -> K^T) as 4 x 4 blocks (False: strided copies)
+BLOCK_TRANSPOSE = True
+
+
 def transpose(ctx, x, shape, perm, out_meta):
     y = ctx.tensor(out_meta)
     strides = contiguous_strides(shape)
-    strided_copy(ctx, x, y, [shape[p] for p in perm], [strides[p] for p in perm])
+    out_shape, in_strides = [shape[p] for p in perm], [strides[p] for p in perm]
+    if not _block_transpose(ctx, x, y, out_shape, in_strides):
+        strided_copy(ctx, x, y, out_shape, in_strides)
     return y
+
+
+def _block_transpose(ctx, x, y, out_shape, in_strides) -> bool:
+    """y[b, c, r] = x[b, r, c] with R and C multiples of 4, in 4 x 4 blocks
+    (transpose4.wgsl), when the copy is such a transpose of one-word elements."""
+    if not BLOCK_TRANSPOSE or words_per_element(y.dtype) != 1 or not (whole16(x) and
+                                                                     whole16(y)):
+        return False
+    n = size_of(out_shape)
+    dims, si, so, _ = _collapse(list(out_shape), list(in_strides),
+                                contiguous_strides(list(out_shape)), list(out_shape))
+    if len(dims) == 2:
+        dims, si, so = [1] + dims, [n] + si, [n] + so
+    if len(dims) != 3 or n == 0:
+        return False
+    _, C, R = dims
+    if si != [R * C, 1, C] or so != [R * C, R, 1] or R % 4 or C % 4:
+        return False
+    blocks = n // 16
+    ctx.dispatch(Program.of("transpose4.wgsl"), [x, y], pack(R // 4, C // 4, blocks, 0),
+                 -(-blocks // 64))
+    return True
 
 
 @gpu_kernel("Transpose", **ANY)
