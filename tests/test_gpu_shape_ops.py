@@ -61,7 +61,9 @@ def test_where_broadcasting(backend, cshape, xshape, yshape, rng):
 @backends
 @pytest.mark.parametrize("shape,ishape,axis", [
     ((7, 5), (3,), 0), ((3, 9, 5), (2, 4), 1), ((2, 3, 11), (6,), -1), ((9, 6), (), 0),
-    ((5, 3, 4), (2, 2), -2)])
+    ((5, 3, 4), (2, 2), -2),
+    # rows of a table, as embeddings are looked up (GPU_PIXEL: gather_rows.wgsl)
+    ((11, 6), (2, 9), 0), ((30, 16), (1, 12), 0), ((9, 3), (5,), 0), ((40, 8), (3, 4), -2)])
 def test_gather(backend, shape, ishape, axis, rng):
     dim = shape[axis]
     idx = rng.integers(-dim, dim, ishape).astype(np.int64)

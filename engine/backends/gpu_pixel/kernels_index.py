@@ -72,6 +72,10 @@ def Gather(be, layer, inputs, in_metas, out_metas):
     r, q = len(in_metas[0].shape), len(in_metas[1].shape)
     out = out_metas[0].shape
     a = int(layer.attr("axis", 0)) % r
+    if r == 2 and a == 0 and q in (1, 2):  # rows of a table (gather_rows.wgsl)
+        ints = [(in_metas[0].shape[0], in_metas[1].shape[-1], q + 1, 0)]
+        return [be.run("gather_rows", out, [inputs[0], float_texture(be, inputs[1])],
+                       ints=ints)]
     po = RANK - len(out)
     data_src = [po + j if j < a else -1 if j == a else po + j + q - 1 for j in range(r)]
     idx_src = [po + a + j for j in range(q)]
