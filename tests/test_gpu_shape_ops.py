@@ -198,7 +198,9 @@ def test_symbolic_dims_plan_native_and_run(backend, rng):
 
 @backends
 @pytest.mark.parametrize("xshape,shape", [
-    ((3, 1, 5), [2, 1, 4, 1]), ((1,), [3, 5]), ((4, 1), [1, 6]), ((2, 3), [3, 1, 1])])
+    ((3, 1, 5), [2, 1, 4, 1]), ((1,), [3, 5]), ((4, 1), [1, 6]), ((2, 3), [3, 1, 1]),
+    # an attention mask over heads and queries (broadcast along GPU_PIXEL's blocked axis)
+    ((2, 1, 1, 7), [2, 6, 5, 7]), ((1, 1, 6), [3, 4, 6]), ((5,), [2, 3, 5])])
 def test_expand_broadcasting(backend, xshape, shape, rng):
     check(backend, "Expand", {"x": f32(rng, *xshape)}, {"shape": np.array(shape, np.int64)})
 
