@@ -58,6 +58,25 @@ def test_where_broadcasting(backend, cshape, xshape, yshape, rng):
           {"c": np.asarray(cond)}, order=["c", "x", "y"])
 
 
+
+@backends
+@pytest.mark.parametrize("whole", [True, False])
+@pytest.mark.parametrize("cshape,xshape,yshape", [
+    ((6, 6), (1, 3, 6, 6), ()),             # a causal mask over heads (GPT)
+    ((2, 1, 1, 7), (2, 3, 5, 7), (1,)),     # a padding mask over heads and queries
+    ((5,), (3, 2, 5), (3, 2, 5))])
+def test_where_with_the_condition_fed(backend, cshape, xshape, yshape, whole, rng,
+                                      monkeypatch):
+    """The condition as a graph input; GPU_PIXEL broadcasts a host condition to the
+    output's shape once (``whole``) or reads it with broadcasting per value."""
+    from engine.backends.gpu_pixel import kernels_index
+
+    if not whole:
+        monkeypatch.setattr(kernels_index, "WHERE_FULL", 0)
+    cond = rng.random(cshape) > 0.4
+    check(backend, "Where", {"c": cond, "x": f32(rng, *xshape)},
+          {"y": f32(rng, *yshape)}, order=["c", "x", "y"])
+
 @backends
 @pytest.mark.parametrize("shape,ishape,axis", [
     ((7, 5), (3,), 0), ((3, 9, 5), (2, 4), 1), ((2, 3, 11), (6,), -1), ((9, 6), (), 0),

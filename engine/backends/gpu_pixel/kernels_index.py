@@ -12,7 +12,10 @@ import math
 
 import numpy as np
 
+from engine.backends.gpu_pixel.kernels_elementwise import access_mode
 from engine.backends.gpu_pixel.layout import MAX_RANK as RANK
+from engine.backends.gpu_pixel.layout import layout_of
+from engine.backends.gpu_pixel.recording import raw_host
 from engine.backends.gpu_pixel.registry import pixel_kernel
 from engine.ops.reduce import topk_params
 
@@ -23,6 +26,9 @@ EXACT = 1 << 24
 TOPK_MAX_K = 64
 #: ScatterND compares every output element with every index row
 SCATTER_MAX_WORK = 1 << 28
+#: a host condition broadcast to at most this many elements is uploaded at the output's
+#: shape (once per condition array); larger ones are read with broadcasting per value
+WHERE_FULL = 1 << 20
 REDUCTIONS = {"none": 0, "add": 1, "mul": 2, "max": 3, "min": 4}
 
 
@@ -152,7 +158,25 @@ def _where_check(layer, metas):
 
 @pixel_kernel("Where", check=_where_check, tensors=(1, 2))
 def Where(be, layer, inputs, in_metas, out_metas):
-    return [be.run("where", out_metas[0].shape, [float_texture(be, inputs[0])] + inputs[1:3])]
+    out = tuple(out_metas[0].shape)
+    cond = inputs[0]
+    host = raw_host(cond)
+    # a mask fixed by the shapes (a causal mask from shape ops) is broadcast on the host once
+    # to the output's shape, then read a texel at a time like the other operands; one that
+    # depends on input values (a recording names its source: ``feed``) is read per value,
+    # so that a replay writes it from its source as before
+    if host is not None and getattr(cond, "feed", None) is None \
+            and tuple(cond.shape) != out and math.prod(out) <= WHERE_FULL:
+        full = cond.derived.get(("broadcast", out))
+        if full is None:
+            full = cond.derived[("broadcast", out)] = be.upload(
+                np.broadcast_to(np.asarray(host) != 0, out).astype(np.float32))
+        cond = full
+    picked = [access_mode(be, h, out) for h in (float_texture(be, cond), *inputs[1:3])]
+    lay = layout_of(out)
+    return [be.run("where", out, [t for _, t in picked],
+                   PADDED=str(lay.dims[lay.axis] % 4 != 0).lower(),
+                   **{f"M{k}": m for k, (m, _) in enumerate(picked)})]
 
 
 def _topk_check(layer, metas):
