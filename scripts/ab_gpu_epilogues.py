@@ -1,4 +1,4 @@
-"""A/B of GPU_COMPUTE's MatMul epilogues (``engine.backends.gpu_compute.epilogues``) in one
+"""A/B of GPU_COMPUTE's MatMul epilogues (``engine.backends.gpu_common.epilogues``) in one
 process: two workers of each model, one with its epilogue chains and one without, their runs
 alternated (separate processes a minute apart differ by more than the effect on this machine).
 Prints the median wall time of a run for each.

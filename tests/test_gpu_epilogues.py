@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
-from engine.backends.gpu_compute import epilogues
+from engine.backends.gpu_common import epilogues
 
 GPU = BackendType.GPU_COMPUTE
 

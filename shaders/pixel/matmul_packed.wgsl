@@ -13,15 +13,29 @@
 // one colour target each (target 0 is the output; the others are copied into its columns
 // j * Q.. after the pass), so every texel of A it loads serves P columns.
 // i[5].x = Q
+// The epilogue (gpu_common/epilogues.py): every result is scaled by f[0].x, the bias of its
+// column added (HAS_BIAS: BIAS is an [N] texture) and ${ACT} applied (act4, parameters in f[1]).
 
 //!include pixel/conv_out${P}.wgsl
+//!include pixel/act4.wgsl
 
 const A_SPLAT: bool = ${A_SPLAT};
 const B_MODE: i32 = ${B_MODE};
 const P: i32 = ${P};
+const HAS_BIAS: bool = ${HAS_BIAS};
 
 @group(0) @binding(1) var A: texture_2d<f32>;
 @group(0) @binding(2) var B: texture_2d<f32>;
+@group(0) @binding(3) var BIAS: texture_2d<f32>;
+
+// the epilogue of output column n (its 4 results)
+fn epilogue(c: vec4<f32>, n: u32) -> vec4<f32> {
+    var v = c * U.f[0].x;
+    if (HAS_BIAS) {
+        v += vec4<f32>(ld(BIAS, n / 4u, 0u)[n % 4u]);
+    }
+    return act4(v, U.f[1]);
+}
 
 fn a_at(x: u32, row: u32) -> vec4<f32> {
     let v = ld(A, x, row);
@@ -125,6 +139,20 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> Out {
             c6 += step1(a, k0, klast, n0 + 6u * q, row_b, sk);
             c7 += step1(a, k0, klast, n0 + 7u * q, row_b, sk);
         }
+    }
+    c0 = epilogue(c0, n0);
+    if (P > 1) {
+        c1 = epilogue(c1, n0 + q);
+    }
+    if (P > 2) {
+        c2 = epilogue(c2, n0 + 2u * q);
+        c3 = epilogue(c3, n0 + 3u * q);
+    }
+    if (P > 4) {
+        c4 = epilogue(c4, n0 + 4u * q);
+        c5 = epilogue(c5, n0 + 5u * q);
+        c6 = epilogue(c6, n0 + 6u * q);
+        c7 = epilogue(c7, n0 + 7u * q);
     }
     // the texel's lanes past the blocked axis's end are zero (the same for every column)
     let keep = mask_at(U.o, p);

@@ -166,7 +166,7 @@ def _mask_strides(mask_shape: tuple, scores_shape: tuple) -> tuple[int, int, int
 
 class AttentionTable:
     """A backend's attention chains for its model and the layers the run being recorded has
-    deferred (``engine.backends.gpu_compute.epilogues`` does the same for MatMul epilogues)."""
+    deferred (``engine.backends.gpu_common.epilogues`` does the same for MatMul epilogues)."""
 
     def __init__(self):
         self._model = None

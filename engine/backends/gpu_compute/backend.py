@@ -16,10 +16,10 @@ import numpy as np
 
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_common.epilogues import EpilogueTable
 from engine.backends.gpu_common.timestamps import Timestamps
 from engine.backends.gpu_compute.attention import AttentionTable, Pending
 from engine.backends.gpu_compute.encoding import Encoding
-from engine.backends.gpu_compute.epilogues import EpilogueTable
 from engine.backends.gpu_compute.memory import BufferPool, GpuTensor, storage_bytes
 from engine.backends.gpu_compute.pipelines import pipeline_cache
 from engine.backends.gpu_compute.readout import Readout

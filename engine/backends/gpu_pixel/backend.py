@@ -11,6 +11,7 @@ import numpy as np
 
 from engine.backends.base import Backend, BackendType
 from engine.backends.gpu_common import get_device, gpu_errors
+from engine.backends.gpu_common.epilogues import EpilogueTable
 from engine.backends.gpu_pixel.handles import PixelTensor
 from engine.backends.gpu_pixel.kernels import KERNELS
 from engine.backends.gpu_pixel.kernels_conv import matrix_fit_reason
@@ -56,6 +57,10 @@ class GpuPixelBackend(Backend):
         self.replay = replay if replay is not None else \
             os.environ.get("ENGINE_GPU_REPLAY", "1") != "0"
         self._replays = PixelReplays(self)
+        #: MatMul epilogues (a bias Add, an activation) drawn in the MatMul's pass
+        self.epilogues = EpilogueTable()
+        self._constants: dict[str, np.ndarray] = {}
+        self._rows: dict[tuple, PixelTensor] = {}  # bias constants as [N] textures
 
     @property
     def _rec(self):
@@ -205,6 +210,23 @@ class GpuPixelBackend(Backend):
             handle.tex = None
 
     # -- running -----------------------------------------------------------------------------
+    def prepare(self, model, placement, progress=None, input_metas=None) -> None:
+        self._constants = dict(model.constants)
+        self.epilogues.use_model(model)
+
+    def run_context(self, placement: dict, keep: set[str], metas: dict | None = None) -> None:
+        self.epilogues.begin_run(placement, keep)
+
+    def bias_row(self, name: str, n: int) -> PixelTensor:
+        """The bias constant ``name`` (n values, or one for all) as an [n] texture, uploaded
+        once."""
+        row = self._rows.get((name, n))
+        if row is None:
+            values = np.asarray(self._constants[name], np.float32).reshape(-1)
+            row = self._rows[(name, n)] = self.upload(np.ascontiguousarray(
+                np.broadcast_to(values, (n,))))
+        return row
+
     def begin_run(self) -> None:
         self._check_open()
         self.r.discard_timings()
@@ -221,6 +243,11 @@ class GpuPixelBackend(Backend):
             in_metas = rec.watch(layer, in_metas)
             rec.watch_handles(layer, inputs)
             rec.layer = layer.name
+        absorbed = self.epilogues.absorbed.pop(id(layer), None)
+        if absorbed is not None:  # drawn in its MatMul's pass: the texture moves to its output
+            src = inputs[absorbed]
+            out, src.tex = PixelTensor(src.layout, src.tex), None
+            return [out]
         try:
             with gpu_errors(f"layer {layer.name!r} ({layer.op_type})"):
                 outs = kernel.fn(self, layer, inputs, in_metas, out_metas)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.backends.gpu_pixel.kernels_conv import activation, activation_reason
+from engine.backends.gpu_pixel.kernels_elementwise import unary_params
 from engine.backends.gpu_pixel.layout import MAX_RANK, layout_of
 from engine.backends.gpu_pixel.registry import pixel_kernel
 from engine.backends.gpu_pixel.targets import pixels_per_fragment, run_columns
@@ -56,29 +57,56 @@ def _matmul_check(layer, metas):
     return activation_reason(layer)
 
 
+def _epilogue(be, layer, out_meta):
+    """(scale, bias row texture or None, activation op, its parameters) of the layers after
+    the MatMul ``layer`` that its pass absorbs (``gpu_common.epilogues``; none when the layer
+    has a fused activation of its own), or None."""
+    if layer.attr("activation"):
+        return None
+    taken = be.epilogues.take(be, layer, out_meta)
+    if taken is None:
+        return None
+    act, params = "Identity", [0.0] * 4
+    if taken.act is not None:
+        act, params = taken.act.op_type, unary_params(taken.act)
+    bias = be.bias_row(taken.bias, out_meta.shape[-1]) if taken.bias is not None else None
+    return taken.alpha, bias, act, params
+
+
 @pixel_kernel("MatMul", check=_matmul_check)
 def MatMul(be, layer, inputs, in_metas, out_metas):
     a, b, y = in_metas[0].shape, in_metas[1].shape, out_metas[0].shape
     act, params = activation(layer)
-    if len(a) == 2 and len(b) == 2:
-        return [gemm(be, inputs[0], inputs[1], None, y, a[1], act=act, params=params)]
-    rhs = inputs[1]
-    if len(b) == 2 and rhs.host is not None and b[1] <= be.max_dim:
-        # CPU-known [K, N] weights: repacked once with 4 k per texel (the layout of
-        # [1, K, N]), so one texel read serves 4 steps of k
-        rhs = rhs.derived.get("k_blocked")
-        if rhs is None:
-            rhs = inputs[1].derived["k_blocked"] = be.upload(inputs[1].host.reshape((1,) + b))
-        b = (1,) + tuple(b)
-    packed = packed_plan(a, b, y)
+    rhs, packed = inputs[1], None
+    flat = len(a) == 2 and len(b) == 2
+    if not flat:
+        if len(b) == 2 and rhs.host is not None and b[1] <= be.max_dim:
+            # CPU-known [K, N] weights: repacked once with 4 k per texel (the layout of
+            # [1, K, N]), so one texel read serves 4 steps of k
+            rhs = rhs.derived.get("k_blocked")
+            if rhs is None:
+                rhs = inputs[1].derived["k_blocked"] = be.upload(
+                    inputs[1].host.reshape((1,) + b))
+            b = (1,) + tuple(b)
+        packed = packed_plan(a, b, y)
+    # the plain matmul.wgsl pass takes no epilogue: the layers after it then run as layers
+    epi = _epilogue(be, layer, out_metas[0]) if flat or packed is not None else None
+    alpha, bias = 1.0, None
+    if epi is not None:
+        alpha, bias, act, params = epi
+    if flat:
+        return [gemm(be, inputs[0], inputs[1], bias, y, a[1], alpha=alpha, act=act,
+                     params=params)]
     if packed is not None:
         # a fragment computes ``per`` output columns (one colour target each), so each texel
         # of A it reads serves them all: ViT's linear layers 2x faster on lavapipe
         ints, consts = packed
         per = pixels_per_fragment(be, y[-1], widest=MATMUL_TARGETS)
         q = -(-y[-1] // per)
-        return [run_columns(be, "matmul_packed", y, [inputs[0], rhs], ints + [(q,)], (),
-                            per, q, **consts)]
+        return [run_columns(be, "matmul_packed", y,
+                            [inputs[0], rhs, be.r.dummy if bias is None else bias],
+                            ints + [(q,)], [(alpha,), params], per, q, ACT=act,
+                            HAS_BIAS=str(bias is not None).lower(), **consts)]
     return [be.run("matmul", y, inputs[:2], ints=[(a[-2], b[-1], a[-1])])]
 
 

@@ -1,5 +1,5 @@
-"""MatMul epilogues on GPU_COMPUTE: a scale, a bias Add and an activation after a MatMul,
-recorded in the MatMul's own dispatch.
+"""MatMul epilogues on the GPU backends: a scale, a bias Add and an activation after a
+MatMul, recorded in the MatMul's own dispatch (GPU_COMPUTE) or pass (GPU_PIXEL).
 
 Exporters write a linear layer on 3-D activations as MatMul, then Add of a bias vector, often
 then GELU (the import-time fusion turns only 2-D ones into Gemm), and attention scores as
