@@ -75,16 +75,21 @@ def _infer(model, layer, ins: list[Meta | None], on_cpu: bool) -> list[Meta] | N
     return outs
 
 
-def _all_metas(model, placement, metas: dict[str, Meta]) -> dict[str, Meta]:
-    """``metas`` (the inputs' and constants') with those of every tensor the plan derives."""
-    for layer in model.layers:
+def _derive(model, placement, metas: dict[str, Meta]) -> dict[int, list]:
+    """Add to ``metas`` (the inputs' and constants') those of every tensor the plan derives;
+    returns each derived layer's output metas by its index."""
+    outs_of: dict[int, list] = {}
+    for index, layer in enumerate(model.layers):
         names = layer.all_inputs()
         if any(n and n not in metas for n in names):
             continue
         ins = [metas.get(n) if n else None for n in names]
         outs = _infer(model, layer, ins, placement[layer.name].backend is BackendType.CPU)
-        metas.update({n: m for n, m in zip(layer.outputs, outs or ()) if n and m is not None})
-    return metas
+        if outs is None:
+            continue
+        outs_of[index] = outs
+        metas.update({n: m for n, m in zip(layer.outputs, outs) if n and m is not None})
+    return outs_of
 
 
 def walk(backend, model, placement, input_metas=None) -> DryRun:
@@ -100,19 +105,18 @@ def walk(backend, model, placement, input_metas=None) -> DryRun:
         last[o.name] = len(model.layers)
     on_device: dict[str, GpuTensor] = {}
     backend._dry = dry
-    # fuse what a run would fuse (epilogues, attention: the latter decides on the shapes of
-    # tensors made later in the plan, so every shape is derived first)
-    backend.run_context(placement, set(), _all_metas(model, placement, dict(metas)))
+    # every shape is derived before the walk: a run fuses layers (epilogues, attention) on
+    # the shapes of tensors made later in the plan, and the walk fuses what a run would
+    outs_of = _derive(model, placement, metas)
+    backend.run_context(placement, set(), metas)
     try:
         for index, layer in enumerate(model.layers):
-            names = layer.all_inputs()
-            ins = [metas.get(n) if n else None for n in names]
-            if any(n and n not in metas for n in names):
-                continue
-            gpu = placement[layer.name].backend is not BackendType.CPU
-            outs = _infer(model, layer, ins, not gpu)
+            outs = outs_of.get(index)
             if outs is None:
                 continue
+            names = layer.all_inputs()
+            ins = [metas.get(n) if n else None for n in names]
+            gpu = placement[layer.name].backend is not BackendType.CPU
             if gpu and backend.supports(layer, ins) is None:
                 handles = [None if not n else on_device.get(n) for n in names]
                 for k, n in enumerate(names):
@@ -123,7 +127,6 @@ def walk(backend, model, placement, input_metas=None) -> DryRun:
                     on_device.update({n: h for n, h in zip(layer.outputs, results) if n})
                 except Exception:  # noqa: BLE001 - the real run reports it properly
                     pass
-            metas.update({n: m for n, m in zip(layer.outputs, outs) if n and m is not None})
             for n in set(names) | set(layer.outputs):
                 if n and last.get(n, -1) <= index and n not in model.constants:
                     handle = on_device.pop(n, None)
