@@ -72,3 +72,18 @@ def assert_close(gpu, cpu, rtol=1e-4, atol=1e-5):
             np.testing.assert_allclose(g, c, rtol=rtol, atol=atol)
         else:
             np.testing.assert_array_equal(g, c)
+
+
+def dispatching_layers(worker) -> list[str]:
+    """The layers that record GPU_COMPUTE work in the worker's next runs (the planning walk
+    runs the kernels too, recording nothing: not counted)."""
+    backend, seen = worker._backend, []
+    original = backend.dispatch
+
+    def spy(*args, **kwargs):
+        if backend._dry is None:
+            seen.append(backend._layer)
+        return original(*args, **kwargs)
+
+    backend.dispatch = spy
+    return seen

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
 from engine.backends.gpu_compute import attention
+from tests.gpu_compute_util import dispatching_layers
 
 GPU = BackendType.GPU_COMPUTE
 
@@ -67,23 +68,9 @@ def _reference(proto, feeds):
     return dict(zip([o.name for o in proto.graph.output], sess.run(None, feeds)))
 
 
-def _spy(worker) -> list[str]:
-    """The layers that record GPU work from now on (planning walks record nothing)."""
-    backend, seen = worker._backend, []
-    original = backend.dispatch
-
-    def spy(*args, **kwargs):
-        if backend._dry is None:
-            seen.append(backend._layer)
-        return original(*args, **kwargs)
-
-    backend.dispatch = spy
-    return seen
-
-
 def _run(proto, feeds, capture=None, **options):
     with Worker(ModelLoader.from_proto(proto), GPU, **options) as worker:
-        seen = _spy(worker)
+        seen = dispatching_layers(worker)
         worker.schedule(feeds, capture=capture)
         names = [o.name for o in worker.model.outputs] + list(capture or [])
         outs = {n: worker.peek_output(n).download_to_array() for n in names}

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 from engine import ModelLoader, Worker
 from engine.backends import BackendType
 from engine.backends.gpu_common import epilogues
+from tests.gpu_compute_util import dispatching_layers
 
 GPU = BackendType.GPU_COMPUTE
 
@@ -50,23 +51,9 @@ def _linear_model(rng, bias_shape=(24,), bias_first=False, act="Gelu", extra_use
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=9)
 
 
-def _dispatching_layers(worker) -> list[str]:
-    """The layers that recorded GPU work in the worker's next run."""
-    backend, seen = worker._backend, []
-    original = backend.dispatch
-
-    def spy(*args, **kwargs):
-        if backend._dry is None:  # (planning walks the layers too, recording nothing)
-            seen.append(backend._layer)
-        return original(*args, **kwargs)
-
-    backend.dispatch = spy
-    return seen
-
-
 def _run(proto, feeds, capture=None, **options):
     with Worker(ModelLoader.from_proto(proto), GPU, **options) as worker:
-        seen = _dispatching_layers(worker)
+        seen = dispatching_layers(worker)
         worker.schedule(feeds, capture=capture)
         names = [o.name for o in worker.model.outputs] + list(capture or [])
         outs = {n: worker.peek_output(n).download_to_array() for n in names}

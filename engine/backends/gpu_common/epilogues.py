@@ -58,20 +58,28 @@ def _other(layer: Layer, y: str, ops: tuple[str, ...], constants) -> str | None:
     return name
 
 
-def find(model) -> dict[int, list[Step]]:
-    """The epilogue chain of each MatMul of ``model`` that has one, by ``id`` of the MatMul:
-    an optional scale, an optional bias, an optional activation, in that order."""
+def sole_readers(model):
+    """``sole_user(name)``: the one layer of ``model`` reading tensor ``name``, or None when
+    several or none read it or it is a model output (a chain may absorb it only then)."""
     users: dict[str, list[Layer]] = {}
     for layer in model.layers:
         for name in set(layer.all_inputs()):
             if name:
                 users.setdefault(name, []).append(layer)
     outputs = {o.name for o in model.outputs}
-    constants = model.constants
 
     def sole_user(name: str) -> Layer | None:
         found = users.get(name, [])
         return found[0] if len(found) == 1 and name not in outputs else None
+
+    return sole_user
+
+
+def find(model) -> dict[int, list[Step]]:
+    """The epilogue chain of each MatMul of ``model`` that has one, by ``id`` of the MatMul:
+    an optional scale, an optional bias, an optional activation, in that order."""
+    constants = model.constants
+    sole_user = sole_readers(model)
 
     chains: dict[int, list[Step]] = {}
     for layer in model.layers:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.backends.base import BackendType
+from engine.backends.gpu_common.epilogues import sole_readers
 from engine.backends.gpu_compute.encoding import pack
 from engine.backends.gpu_compute.memory import Allocation, GpuTensor
 from engine.backends.gpu_compute.pipelines import Program
@@ -66,20 +67,12 @@ def _scalar_const(constants, name: str) -> bool:
 
 def find(model) -> dict[int, Chain]:
     """The attention chain starting at each MatMul of ``model`` that starts one, by ``id``."""
-    users: dict[str, list[Layer]] = {}
-    for layer in model.layers:
-        for name in set(layer.all_inputs()):
-            if name:
-                users.setdefault(name, []).append(layer)
-    outputs = {o.name for o in model.outputs}
     constants = model.constants
+    reader = sole_readers(model)
 
     def sole_user(name: str, *op_types: str) -> Layer | None:
-        found = users.get(name, [])
-        if len(found) != 1 or name in outputs:
-            return None
-        layer = found[0]
-        plain = layer.domain in _ONNX and len(layer.outputs) == 1
+        layer = reader(name)
+        plain = layer is not None and layer.domain in _ONNX and len(layer.outputs) == 1
         return layer if plain and layer.op_type in op_types else None
 
     chains: dict[int, Chain] = {}
