@@ -9,6 +9,7 @@ from concurrent.futures import Future
 from engine import executor
 from engine.backends.cpu.registry import KERNELS
 from engine.backends.cpu.step_fusion import fuse_steps
+from engine.backends.cpu.step_fusion_blocked import blocked_regions
 from engine.errors import EngineError
 from engine.model import Layer, Model
 from engine.profile import Profile
@@ -145,4 +146,6 @@ def build_cpu_steps(model: Model, last_use: dict[str, int], constants: dict
         single = layer.outputs[0] if len(layer.outputs) == 1 and layer.outputs[0] else None
         steps.append((layer, None if kernel is None else kernel.fn, tuple(layer.all_inputs()),
                       single, [(i, n) for i, n in enumerate(layer.outputs) if n], tuple(gone)))
-    return {False: [st + ((), None) for st in steps], True: fuse_steps(steps, constants)}
+    fused = blocked_regions(fuse_steps(steps, constants), constants,
+                            {o.name for o in model.outputs})
+    return {False: [st + ((), None) for st in steps], True: fused}

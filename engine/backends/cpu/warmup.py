@@ -61,6 +61,7 @@ def _tasks(dtype) -> list[tuple[str, tuple[str, ...], Callable[[], object]]]:
         ("MaxPool/AveragePool", ("MaxPool", "AveragePool"), lambda: _pools(kp, x)),
         ("MaxPool (Indices), LpPool", ("MaxPool", "LpPool"), lambda: kp.MaxPool(
             _layer("MaxPool", 2, kernel_shape=[2, 2]), [x])),
+        ("channel-blocked regions", ("Conv",), lambda: _blocked_region(r)),
         ("squeeze-and-excitation", ("GlobalAveragePool",), lambda: ks.squeeze_excite(
             x, _layer("Conv", activation="Relu"), r(2, 4, 1, 1), r(2), _layer("Conv"),
             r(4, 2, 1, 1), None, (5, 0.2, 0.5))),
@@ -91,6 +92,29 @@ def _blocked(kc, x, r) -> None:
     # a small 1-D convolution of one image (``conv_row``)
     kc.Conv(_layer("Conv", pads=[1, 1], kernel_shape=[3], activation="Relu"),
             [r(1, 4, 8), r(4, 4, 3), r(4)])
+
+
+def _blocked_region(r) -> None:
+    """The kernels of a channel-blocked region (``step_fusion_blocked``): the dense stem,
+    depthwise, pointwise with and without a residual, squeeze-and-excitation, the pool and
+    both layout changes."""
+    if r(1).dtype != np.float32:
+        return
+    from engine.backends.cpu import blocked_step as bs
+    from engine.backends.cpu import nchw16c, nchw16c_conv, nchw16c_dense
+
+    relu = (1, 0.0, 0.0)
+    y = nchw16c_dense.dense(r(1, 3, 6, 6), bs.Dense(r(4, 3, 3, 3), r(4), relu),
+                            (3, 3, 1, 1, 1, 1), (6, 6))
+    y = nchw16c_conv.depthwise(y, bs.Depthwise(r(4, 1, 3, 3), r(4), relu),
+                               (3, 3, 1, 1, 1, 1), (6, 6))
+    pw = bs.Pointwise(r(4, 4, 1, 1), r(4), relu, relu)
+    y = nchw16c_conv.pointwise(nchw16c_conv.pointwise(y, 4, pw, None), 4, pw, y)
+    se = (r(2, 4), r(2), 1, np.zeros(2, np.float32), r(4, 2), r(4), 4,
+          np.array([0.2, 0.5], np.float32))
+    y = nchw16c.squeeze_excite(y, 4, se)
+    nchw16c.global_average_pool(y, 4)
+    nchw16c.from_blocked(nchw16c.to_blocked(nchw16c.from_blocked(y, 4)), 4)
 
 
 def _pools(kp, x) -> None:

@@ -1,0 +1,140 @@
+"""The steps of a blocked region (``step_fusion_blocked``): each layer's weights packed
+once for its kernel (``nchw16c_conv``, ``nchw16c_dense``), and the run loop's function that
+reads its inputs in the layout they arrive in and writes the layouts its readers want."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.backends.cpu.activation import ACT_RELU, act_params
+from engine.backends.cpu.nchw16c import (
+    L,
+    blocks,
+    from_blocked,
+    global_average_pool,
+    squeeze_excite,
+    to_blocked,
+)
+from engine.backends.cpu.nchw16c_conv import depthwise, pointwise
+from engine.backends.cpu.nchw16c_dense import dense
+from engine.backends.cpu.simd import aligned
+from engine.errors import KernelError
+from engine.ops.conv_pool import layer_geometry
+
+
+class Pointwise:
+    """A 1x1 convolution's packed weights [M/16][C16][16], padded bias and activations."""
+
+    def __init__(self, w: np.ndarray, b, act, post):
+        m, c = w.shape[:2]
+        mb, cb = blocks(m), blocks(c)
+        wp = np.zeros((mb * L, cb * L), np.float32)
+        wp[:m, :c] = w.reshape(m, c)
+        self.wp = aligned(wp.reshape(mb, L, cb * L).transpose(0, 2, 1)).reshape(-1)
+        self.bias = np.zeros(mb * L, np.float32)
+        if b is not None:
+            self.bias[:m] = b
+        self.m, self.c = m, c
+        self.act, self.prm = act[0], act_params(act, np.float32)
+        self.post, self.pprm = post[0], act_params(post, np.float32)
+
+
+class Depthwise:
+    """A depthwise convolution's packed weights [CB][kh*kw][16] and activation."""
+
+    def __init__(self, w: np.ndarray, b, act):
+        c, _, kh, kw = w.shape
+        cb = blocks(c)
+        wd = np.zeros((cb * L, kh * kw), np.float32)
+        wd[:c] = w.reshape(c, kh * kw)
+        self.wd = aligned(wd.reshape(cb, L, kh * kw).transpose(0, 2, 1)).reshape(-1)
+        self.bias = np.zeros(cb * L, np.float32)
+        if b is not None:
+            self.bias[:c] = b
+        self.c, self.kernel = c, (kh, kw)
+        self.act, self.prm = act[0], act_params(act, np.float32)
+
+
+class Dense:
+    """A dense convolution's weights packed as [M/16][C*kh*kw][16] (``nchw16c_dense``)."""
+
+    def __init__(self, w: np.ndarray, b, act):
+        m, c, kh, kw = w.shape
+        mb = blocks(m)
+        wd = np.zeros((mb * L, c * kh * kw), np.float32)
+        wd[:m] = w.reshape(m, -1)
+        self.wd = aligned(wd.reshape(mb, L, -1).transpose(0, 2, 1)).reshape(-1)
+        self.bias = np.zeros(mb * L, np.float32)
+        if b is not None:
+            self.bias[:m] = b
+        self.m, self.c, self.kernel = m, c, (kh, kw)
+        self.act, self.prm = act[0], act_params(act, np.float32)
+
+
+def step_fn(kind, prep, layer, has_res, x_blocked, res_blocked, blocked, plain, found, steps,
+             x_name):
+    """The step's kernel: (layer, args) -> its output(s), blocked and/or plain."""
+    src = next((found[j] for j, st in enumerate(steps) if st[3] == x_name and j in found), None)
+    channels = src[4] if src is not None else None
+    geos: dict[tuple, tuple] = {}
+
+    def checked(v, c):
+        if not isinstance(v, np.ndarray) or v.dtype != np.float32 or v.ndim != 4 \
+                or v.shape[1] != c:
+            raise KernelError(f"layer {layer.name!r}: expected a float32 NCHW input with {c} "
+                              f"channels, got {getattr(v, 'dtype', type(v))} "
+                              f"{list(getattr(v, 'shape', ()))}")
+        return v
+
+    def entry(v, c):
+        return to_blocked(checked(v, c))
+
+    def geometry(shape) -> tuple:
+        """((kh, kw, sh, sw, pad top, pad left), output planes) for an input shape."""
+        g = geos.get(shape)
+        if g is None:
+            w_shape = (prep.m, prep.c, *prep.kernel) if kind == "dn" else \
+                (prep.c, 1, *prep.kernel)
+            g2 = layer_geometry(layer, shape, w_shape).as_2d()
+            g = geos[shape] = ((*g2.kernel, *g2.strides, *g2.pads_begin), g2.out_hw)
+        return g
+
+    def finish(y, m):
+        outs = ([y] if blocked else []) + ([from_blocked(y, m)] if plain else [])
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run(_layer, args):
+        if kind == "gap":
+            return global_average_pool(args[0], channels)
+        if kind == "se":
+            c = prep[0].shape[1]
+            x = args[0] if x_blocked else entry(args[0], c)
+            return finish(squeeze_excite(x, c, prep), c)
+        c = prep.c
+        if kind == "dn":
+            x = checked(args[0], c)
+            return finish(dense(x, prep, *geometry(x.shape)), prep.m)
+        x = args[0] if x_blocked else entry(args[0], c)
+        if kind == "dw":
+            return finish(depthwise(x, prep, *geometry((x.shape[0], c, *x.shape[2:4]))), c)
+        res = args[-1] if has_res else None
+        if has_res and not res_blocked:
+            if not (isinstance(res, np.ndarray) and res.dtype == np.float32
+                    and res.shape == (x.shape[0], prep.m, *x.shape[2:4])):
+                return finish(_broadcast_residual(x, c, prep, res), prep.m)
+            res = to_blocked(res)
+        elif has_res and res.shape[:4] != (x.shape[0], blocks(prep.m), *x.shape[2:4]):
+                raise KernelError(f"layer {layer.name!r}: residual of shape {res.shape} "
+                                  "does not match the output")
+        return finish(pointwise(x, c, prep, res), prep.m)
+
+    return run
+
+
+def _broadcast_residual(x, c, prep: Pointwise, res) -> np.ndarray:
+    """The blocked output of a pointwise step whose residual broadcasts (or is not float32)
+    to the output: NumPy's Add, then the activation after it (Relu or none)."""
+    y = np.asarray(from_blocked(pointwise(x, c, prep, None), prep.m) + res, np.float32)
+    if prep.post == ACT_RELU:
+        y = np.where(y <= 0, np.float32(0), y)
+    return to_blocked(np.ascontiguousarray(y))
