@@ -22,11 +22,13 @@ def model_flops(worker) -> float:
 
 def cpu_kept_bytes(model) -> int:
     """What the CPU kernels keep between runs for ``model``'s layers: packed copies of its
-    weights (``gemm_packed``) and kept phase planes (``conv_blocked.kept_planes``)."""
+    weights (``gemm_packed``), kept phase planes (``conv_blocked.kept_planes``), and the
+    packed weights and reused outputs of channel-blocked regions (``blocked_step``)."""
     from engine.backends.cpu import conv_plan, gemm_packed
 
     return (sum(gemm_packed.packed_bytes(w) for w in model.constants.values())
-            + sum(conv_plan.kept_bytes(layer) for layer in model.layers))
+            + sum(conv_plan.kept_bytes(layer) + layer.__dict__.get("_cpu_blocked_bytes", 0)
+                  for layer in model.layers))
 
 
 def finish_tuning(worker, run) -> None:

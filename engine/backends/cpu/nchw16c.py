@@ -224,10 +224,11 @@ def _squeeze_excite(y, C, w1, b1, act1, q1, w2, b2, act2, q2, out):
                 vstore(of, base + p * L, vmul(vload(yf, base + p * L), g))
 
 
-def squeeze_excite(y: np.ndarray, c: int, se: tuple) -> np.ndarray:
+def squeeze_excite(y: np.ndarray, c: int, se: tuple, alloc=empty_aligned) -> np.ndarray:
     """Squeeze-and-excitation of blocked ``y`` (``se``: the weights and activations as
-    ``_squeeze_excite`` takes them, made by ``step_fusion_blocked``)."""
+    ``_squeeze_excite`` takes them, made by ``step_fusion_blocked``); ``alloc(shape)``
+    gives the output array."""
     N, CB, H, W, _ = y.shape
-    out = empty_aligned(y.shape)
+    out = alloc(y.shape)
     _squeeze_excite(y.reshape(N, CB, H * W, L), c, *se, out.reshape(N, CB, H * W, L))
     return out

@@ -16,8 +16,18 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.nchw16c import L, empty_blocked, vact
-from engine.backends.cpu.simd import vadd, vbcast, vfma, vload, vlt_select, vsplat, vstore, vzero
+from engine.backends.cpu.nchw16c import L, blocks, vact
+from engine.backends.cpu.simd import (
+    empty_aligned,
+    vadd,
+    vbcast,
+    vfma,
+    vload,
+    vlt_select,
+    vsplat,
+    vstore,
+    vzero,
+)
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: pixels of a pointwise task (8 register tiles); output blocks of a task
@@ -169,12 +179,13 @@ def pw_claimed(gate, generation, polls, chunk, ntask, x, P, M, CB, wp, MB, bias,
 
 
 
-def pointwise(x: np.ndarray, c: int, pw, res: np.ndarray | None) -> np.ndarray:
-    """The 1x1 convolution ``pw`` (``step_fusion_blocked.Pointwise``) of blocked ``x``
-    with ``c`` real channels, plus blocked ``res`` when given."""
+def pointwise(x: np.ndarray, c: int, pw, res: np.ndarray | None,
+              alloc=empty_aligned) -> np.ndarray:
+    """The 1x1 convolution ``pw`` (``blocked_step.Pointwise``) of blocked ``x`` with ``c``
+    real channels, plus blocked ``res`` when given; ``alloc(shape)`` gives the output."""
     N, CB, H, W, _ = x.shape
     P = H * W
-    y = empty_blocked(N, pw.m, H, W)
+    y = alloc((N, blocks(pw.m), H, W, L))
     MB = y.shape[1]
     ntask = N * -(-P // PIXELS) * -(-MB // GROUP)
     has_res = res is not None
@@ -269,12 +280,14 @@ def dw_claimed(gate, generation, polls, chunk, ntask, x, H, W, wd, kh, kw, sh, s
         helpers_back(gate, polls)
 
 
-def depthwise(x: np.ndarray, dw, geo: tuple, out_hw: tuple[int, int]) -> np.ndarray:
-    """The depthwise convolution ``dw`` (``step_fusion_blocked.Depthwise``) of blocked
-    ``x``: ``geo`` (kh, kw, sh, sw, pad top, pad left), output planes ``out_hw``."""
+def depthwise(x: np.ndarray, dw, geo: tuple, out_hw: tuple[int, int],
+              alloc=empty_aligned) -> np.ndarray:
+    """The depthwise convolution ``dw`` (``blocked_step.Depthwise``) of blocked ``x``:
+    ``geo`` (kh, kw, sh, sw, pad top, pad left), output planes ``out_hw``; ``alloc(shape)``
+    gives the output."""
     N, CB, H, W, _ = x.shape
     OH, OW = out_hw
-    y = empty_blocked(N, CB * L, OH, OW)
+    y = alloc((N, CB, OH, OW, L))
     # bands of rows so that even one block of one image splits over the threads
     RB = max(1, -(-OH // max(1, -(-BANDS_PER_LAYER // (N * CB)))))
     ntask = N * CB * -(-OH // RB)

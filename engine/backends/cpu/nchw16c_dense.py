@@ -15,9 +15,9 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.nchw16c import L, empty_blocked
+from engine.backends.cpu.nchw16c import L, blocks
 from engine.backends.cpu.nchw16c_conv import _NO_RES, CHUNK_MACS, _epilogue
-from engine.backends.cpu.simd import vbcast, vfma, vload, vstore
+from engine.backends.cpu.simd import empty_aligned, vbcast, vfma, vload, vstore
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: most input channels a dense convolution has to join a blocked region (wider ones run
@@ -115,12 +115,14 @@ def dense_claimed(gate, generation, polls, chunk, ntask, x, C, H, W, wd, kh, kw,
 BANDS = 16
 
 
-def dense(x: np.ndarray, dn, geo: tuple, out_hw: tuple[int, int]) -> np.ndarray:
-    """The convolution ``dn`` (``step_fusion_blocked.Dense``) of NCHW float32 ``x`` as a
-    blocked tensor: ``geo`` (kh, kw, sh, sw, pad top, pad left), output planes ``out_hw``."""
+def dense(x: np.ndarray, dn, geo: tuple, out_hw: tuple[int, int],
+          alloc=empty_aligned) -> np.ndarray:
+    """The convolution ``dn`` (``blocked_step.Dense``) of NCHW float32 ``x`` as a blocked
+    tensor: ``geo`` (kh, kw, sh, sw, pad top, pad left), output planes ``out_hw``;
+    ``alloc(shape)`` gives the output."""
     N, C, H, W = x.shape
     OH, OW = out_hw
-    y = empty_blocked(N, dn.m, OH, OW)
+    y = alloc((N, blocks(dn.m), OH, OW, L))
     MB = y.shape[1]
     RB = max(1, -(-OH // max(1, -(-BANDS // (N * MB)))))
     ntask = N * MB * -(-OH // RB)
