@@ -255,8 +255,8 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
 @njit(**_OPTS)
 def block_claimed(gate, generation, polls, chunk, by_rows, ntask, a, M, K, bp, y, bias, act,
                   res, has_res, nb):
-    """``block`` over column panels (or, ``by_rows``, blocks of ``ROWS`` rows) as a gated
-    kernel (``threads.parallel_tasks``)."""
+    """``block`` over column panels (or, ``by_rows``, register tiles of ``MR`` rows) as a
+    gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
         t0 = claim(gate, generation, chunk)
@@ -264,7 +264,7 @@ def block_claimed(gate, generation, polls, chunk, by_rows, ntask, a, M, K, bp, y
             break
         t1 = min(ntask, t0 + chunk)
         if by_rows:
-            block(a, M, K, bp, y, bias, act, res, has_res, t0 * ROWS, min(M, t1 * ROWS), 0, nb)
+            block(a, M, K, bp, y, bias, act, res, has_res, t0 * MR, min(M, t1 * MR), 0, nb)
         else:
             block(a, M, K, bp, y, bias, act, res, has_res, 0, M, t0, t1)
     if polls > 0:
@@ -296,11 +296,14 @@ def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray
                                                           *args),
             nb, grain=max(1, grain_macs // max(1, M * K * NR)))
     else:
-        nblocks = -(-M // ROWS)
+        # tasks are register tiles, each thread's share one run of them: in blocks of ROWS
+        # rows ViT's 197 went 128 to one thread and 69 to the other
+        tiles = -(-M // MR)
         threads.parallel_tasks(
-            lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, lo * ROWS,
-                                 min(M, hi * ROWS), 0, nb),
+            lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, lo * MR,
+                                 min(M, hi * MR), 0, nb),
             lambda gate, gen, polls, chunk: block_claimed(gate, gen, polls, chunk, True,
-                                                          nblocks, *args),
-            nblocks, grain=max(1, grain_macs // max(1, ROWS * K * nb * NR)))
+                                                          tiles, *args),
+            tiles, grain=max(1, grain_macs // max(1, MR * K * nb * NR),
+                             tiles // threads.threads()))
     return y
