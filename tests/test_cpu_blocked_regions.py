@@ -130,6 +130,10 @@ def _run(proto, feeds, outs):
         steps = worker._cpu_steps()
         blocked = sum(1 for s in steps if any(n.endswith(step_fusion_blocked.BLOCKED)
                                               for n in s[2]))
+        # a squeeze-and-excitation's gates scale the weights of the 1x1 layer after it
+        folded = sum(1 for s in steps if any(n.endswith(step_fusion_blocked.GATES)
+                                             for n in s[2]))
+        assert folded == (blocked and sum(1 for n in proto.graph.node if n.op_type == "Mul"))
         worker.schedule(feeds)
         got = [worker.peek_output(o).download_to_array() for o in outs]
         worker.schedule(feeds, capture="all")  # captures: the plan without fusions

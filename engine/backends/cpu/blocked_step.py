@@ -4,6 +4,7 @@ reads its inputs in the layout they arrive in and writes the layouts its readers
 
 from __future__ import annotations
 
+import copy
 import sys
 
 import numpy as np
@@ -14,6 +15,8 @@ from engine.backends.cpu.nchw16c import (
     blocks,
     from_blocked,
     global_average_pool,
+    scale_channels,
+    se_gates,
     squeeze_excite,
     to_blocked,
 )
@@ -73,13 +76,29 @@ class Dense:
         self.act, self.prm = act[0], act_params(act, np.float32)
 
 
+class Scaled:
+    """A 1x1 step's weights times the gates of the squeeze-and-excitation before it (one
+    image: the gates step writes them, the 1x1 step multiplies by them in place of a pass
+    that scales the tensor)."""
+
+    def __init__(self, pw: Pointwise):
+        self.pw = copy.copy(pw)
+        self.pw.wp = empty_aligned(pw.wp.shape)
+        self.weights = pw.wp
+
+
 def step_fn(kind, prep, layer, has_res, x_blocked, res_blocked, blocked, plain, found, steps,
-             x_name):
-    """The step's kernel: (layer, args) -> its output(s), blocked and/or plain."""
+            x_name, scaled: Scaled | None = None):
+    """The step's kernel: (layer, args) -> its output(s), blocked and/or plain. With
+    ``scaled``, kind "gates" is a squeeze-and-excitation that only makes the gates (and the
+    scaled weights), and kind "pw" the 1x1 step that reads its input and gates (args[0],
+    args[1]) and multiplies by the scaled weights."""
     src = next((found[j] for j, st in enumerate(steps) if st[3] == x_name and j in found), None)
     channels = src[4] if src is not None else None
     geos: dict[tuple, tuple] = {}
     buffers = Buffers(layer, prep)
+    if scaled is not None and kind == "pw":
+        buffers.weights += scaled.pw.wp.nbytes
 
     def checked(v, c):
         if not isinstance(v, np.ndarray) or v.dtype != np.float32 or v.ndim != 4 \
@@ -109,9 +128,11 @@ def step_fn(kind, prep, layer, has_res, x_blocked, res_blocked, blocked, plain, 
     def run(_layer, args):
         if kind == "gap":
             return global_average_pool(args[0], channels)
-        if kind == "se":
+        if kind in ("se", "gates"):
             c = prep[0].shape[1]
             x = args[0] if x_blocked else entry(args[0], c)
+            if kind == "gates":
+                return se_gates(x, c, prep, scaled.weights, scaled.pw.wp)
             return finish(squeeze_excite(x, c, prep, buffers.get), c)
         c = prep.c
         if kind == "dn":
@@ -130,7 +151,12 @@ def step_fn(kind, prep, layer, has_res, x_blocked, res_blocked, blocked, plain, 
         elif has_res and res.shape[:4] != (x.shape[0], blocks(prep.m), *x.shape[2:4]):
             raise KernelError(f"layer {layer.name!r}: residual of shape {res.shape} does "
                               "not match the output")
-        return finish(pointwise(x, c, prep, res, buffers.get), prep.m)
+        if scaled is None:
+            return finish(pointwise(x, c, prep, res, buffers.get), prep.m)
+        if x.shape[0] > 1:  # per-image gates: scale the tensor
+            return finish(pointwise(scale_channels(x, args[1]), c, prep, res, buffers.get),
+                          prep.m)
+        return finish(pointwise(x, c, scaled.pw, res, buffers.get), prep.m)
 
     return run
 

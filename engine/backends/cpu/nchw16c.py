@@ -193,16 +193,15 @@ def global_average_pool(y: np.ndarray, c: int) -> np.ndarray:
 
 
 @njit(**_OPTS)
-def _squeeze_excite(y, C, w1, b1, act1, q1, w2, b2, act2, q2, out):
-    """``out = y * act2(W2 act1(W1 mean(y) + b1) + b2)`` per image, blocked (N, CB, P, 16);
-    w1 (R, C), b1 (R,), w2 (C, R), b2 (C,); q1, q2 the activations' parameters."""
+def _se_gates(y, C, w1, b1, act1, q1, w2, b2, act2, q2, gates, wp, scaled):
+    """``gates[n, :C] = act2(W2 act1(W1 mean(y[n]) + b1) + b2)`` for blocked y (N, CB, P,
+    16); w1 (R, C), b1 (R,), w2 (C, R), b2 (C,); q1, q2 the activations' parameters;
+    gates (N, CB * 16), the lanes past C left as they are. With one image and a non-empty
+    ``wp`` (packed 1x1 weights [MB][CB*16][16]), ``scaled`` = wp times the gates."""
     N, CB, P = y.shape[0], y.shape[1], y.shape[2]
     R = w1.shape[0]
     pooled = np.zeros(CB * L, np.float32)
     hidden = np.empty(R, np.float32)
-    gate = np.zeros(CB * L, np.float32)
-    yf = y.reshape(-1)
-    of = out.reshape(-1)
     inv = np.float32(1.0 / P)
     for n in range(N):
         for cb in range(CB):
@@ -216,19 +215,52 @@ def _squeeze_excite(y, C, w1, b1, act1, q1, w2, b2, act2, q2, out):
             acc = b2[c]
             for r in range(R):
                 acc += w2[c, r] * hidden[r]
-            gate[c] = _act(acc, act2, q2[0], q2[1])
+            gates[n, c] = _act(acc, act2, q2[0], q2[1])
+    if N == 1 and wp.size:
+        C16 = CB * L
+        for i in range(wp.size // (C16 * L)):
+            for c in range(C16):
+                o = (i * C16 + c) * L
+                vstore(scaled, o, vmul(vload(wp, o), vsplat(gates[0, c])))
+
+
+@njit(**_OPTS)
+def _scale_channels(y, gates, out):
+    """``out = y * gates`` per image and channel, blocked (N, CB, P, 16), gates (N, CB*16)."""
+    N, CB, P = y.shape[0], y.shape[1], y.shape[2]
+    yf = y.reshape(-1)
+    of = out.reshape(-1)
+    for n in range(N):
         for cb in range(CB):
-            g = vload(gate, cb * L)
+            g = vload(gates[n], cb * L)
             base = (n * CB + cb) * P * L
             for p in range(P):
                 vstore(of, base + p * L, vmul(vload(yf, base + p * L), g))
 
 
+_NONE = np.zeros(0, np.float32)
+
+
+def se_gates(y: np.ndarray, c: int, se: tuple, wp=_NONE, scaled=_NONE) -> np.ndarray:
+    """The squeeze-and-excitation gates (N, CB * 16) of blocked ``y`` (``se``: the weights
+    and activations as ``_se_gates`` takes them, made by ``step_fusion_blocked``); lanes
+    past ``c`` are 0. With one image and packed 1x1 weights ``wp``, also ``scaled`` = the
+    weights times the gates (``blocked_step``'s fold)."""
+    N, CB, H, W, _ = y.shape
+    gates = np.zeros((N, CB * L), np.float32)
+    _se_gates(y.reshape(N, CB, H * W, L), c, *se, gates, wp, scaled)
+    return gates
+
+
 def squeeze_excite(y: np.ndarray, c: int, se: tuple, alloc=empty_aligned) -> np.ndarray:
-    """Squeeze-and-excitation of blocked ``y`` (``se``: the weights and activations as
-    ``_squeeze_excite`` takes them, made by ``step_fusion_blocked``); ``alloc(shape)``
-    gives the output array."""
+    """Squeeze-and-excitation of blocked ``y`` (see ``se_gates``); ``alloc(shape)`` gives
+    the output array."""
+    return scale_channels(y, se_gates(y, c, se), alloc)
+
+
+def scale_channels(y: np.ndarray, gates: np.ndarray, alloc=empty_aligned) -> np.ndarray:
+    """Blocked ``y`` times per-image, per-channel ``gates`` (N, CB * 16)."""
     N, CB, H, W, _ = y.shape
     out = alloc(y.shape)
-    _squeeze_excite(y.reshape(N, CB, H * W, L), c, *se, out.reshape(N, CB, H * W, L))
+    _scale_channels(y.reshape(N, CB, H * W, L), gates, out.reshape(N, CB, H * W, L))
     return out

@@ -26,17 +26,22 @@ from engine.backends.cpu.activation import (
     act_params,
     activation_of,
 )
-from engine.backends.cpu.blocked_step import Dense, Depthwise, Pointwise, step_fn
+from engine.backends.cpu.blocked_step import Dense, Depthwise, Pointwise, Scaled, step_fn
 from engine.backends.cpu.nchw16c import VECTOR_ACTS
 from engine.backends.cpu.nchw16c_dense import MAX_CHANNELS
 from engine.errors import KernelError
 
 #: suffix of a tensor's blocked form in the run loop's values
 BLOCKED = "\x00nchw16c"
+#: suffix of a squeeze-and-excitation's gates, folded into the weights of the 1x1 layer
+#: that reads its output (``_folds``)
+GATES = "\x00gates"
 #: fewest steps a region has
 MIN_STEPS = 4
 #: plan blocked regions (False: the plan as before; tests and benchmarks)
 ENABLED = True
+#: fold squeeze-and-excitation gates into the next 1x1 layer's weights (``_folds``)
+FOLD_GATES = True
 
 
 def _const(constants, name: str, ndim: int):
@@ -157,6 +162,21 @@ def _regions(steps, found: dict[int, tuple]) -> set[int]:
     return chosen
 
 
+def _folds(steps, found, chosen, readers, outputs, blocked_in) -> dict[int, int]:
+    """1x1 step -> the squeeze-and-excitation whose output it alone reads: the gates then
+    scale the product's weights (per input channel) instead of a pass over the tensor."""
+    folds: dict[int, int] = {}
+    for k in chosen if FOLD_GATES else ():
+        t = steps[k][3]
+        if found[k][0] != "se" or t in outputs or found[k][3] not in blocked_in:
+            continue
+        rd = readers.get(t, [])
+        if len(rd) == 1 and rd[0] in chosen and found[rd[0]][0] == "pw" \
+                and steps[rd[0]][2][0] == t and found[rd[0]][2] != t:
+            folds[rd[0]] = k
+    return folds
+
+
 def blocked_regions(steps: list[tuple], constants: dict, outputs: set[str]) -> list[tuple]:
     """``steps`` (fused, as ``fuse_steps`` makes them) with the steps of blocked regions
     replaced by ones that pass blocked tensors (see the module docstring)."""
@@ -175,12 +195,17 @@ def blocked_regions(steps: list[tuple], constants: dict, outputs: set[str]) -> l
     def reads_blocked(j: int, name: str) -> bool:
         return j in chosen and not (found[j][0] == "dn" and steps[j][2][0] == name)
 
+    folds = _folds(steps, found, chosen, readers, outputs, blocked_in)
+    gating = {k: j for j, k in folds.items()}
+    preps = {k: found[k][1]() if found[k][0] in ("pw", "dw", "dn") else found[k][1]
+             for k in chosen}
+    # a fold's weights times the gates: written by the gates step, read by the 1x1 step
+    scaled = {j: Scaled(preps[j]) for j in folds}
     out = list(steps)
     last_read: dict[str, int] = {}
     for k in sorted(chosen):
-        kind, prep, res, x, _ = found[k]
-        if kind in ("pw", "dw", "dn"):
-            prep = prep()
+        kind, _, res, x, _ = found[k]
+        prep = preps[k]
         st = steps[k]
         t = st[3]
         inside = [j for j in readers.get(t, []) if reads_blocked(j, t)]
@@ -188,13 +213,21 @@ def blocked_regions(steps: list[tuple], constants: dict, outputs: set[str]) -> l
         blocked = kind != "gap" and bool(inside)
         names = ([t + BLOCKED] if blocked else []) + ([t] if plain else [])
         ins = [x + BLOCKED if x in blocked_in and kind != "dn" else x] + list(st[2][1:])
+        if k in gating:  # only the gates; the 1x1 step that reads the output scales
+            kind, names = "gates", [t + GATES]
+        if k in folds:  # the squeeze-and-excitation's input and gates instead of its output
+            se = steps[folds[k]]
+            x = se[2][0]
+            ins[:1] = [x + BLOCKED, se[3] + GATES]
+            last_read[se[3] + GATES] = k
         if res is not None:
             ins[-1] = res + BLOCKED if res in blocked_in else res
         for n in ins[:1] + ins[-1:]:
             if n.endswith(BLOCKED):
                 last_read[n] = k
         fn = step_fn(kind, prep, st[0], res is not None, ins[0].endswith(BLOCKED),
-                      ins[-1].endswith(BLOCKED), blocked, plain, found, steps, x)
+                     ins[-1].endswith(BLOCKED), blocked, plain, found, steps, x,
+                     scaled.get(k) or scaled.get(gating.get(k)))
         out[k] = (st[0], fn, tuple(ins), names[0] if len(names) == 1 else None,
                   list(enumerate(names)), st[5], st[6], None)
     gone = [list(st[5]) for st in out]
