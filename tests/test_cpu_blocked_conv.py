@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends.cpu import conv_blocked, threads
+from engine.backends.cpu import conv_blocked, conv_plan, threads
 from engine.backends.cpu import kernels_conv as kc
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU
 from engine.passes.fusion import apply_activation
@@ -27,8 +27,10 @@ def nthreads(request):
 
 @pytest.fixture
 def blocked_everywhere(monkeypatch):
-    """Route every ungrouped 2-D float32 Conv larger than 1x1 to ``conv_blocked``."""
+    """Route every ungrouped 2-D float32 Conv larger than 1x1 to ``conv_blocked`` (patchify
+    ones too, which otherwise run on the dense kernel: tests/test_cpu_dense_conv.py)."""
     monkeypatch.setattr(conv_blocked, "wanted", lambda *a: True)
+    monkeypatch.setattr(conv_plan, "DENSE_PATCHES", False)
 
 
 BLOCKED = [  # (C, M, H, W, kernel, strides, dilations, pads)

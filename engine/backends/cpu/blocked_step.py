@@ -60,22 +60,6 @@ class Depthwise:
         self.act, self.prm = act[0], act_params(act, np.float32)
 
 
-class Dense:
-    """A dense convolution's weights packed as [M/16][C*kh*kw][16] (``nchw16c_dense``)."""
-
-    def __init__(self, w: np.ndarray, b, act):
-        m, c, kh, kw = w.shape
-        mb = blocks(m)
-        wd = np.zeros((mb * L, c * kh * kw), np.float32)
-        wd[:m] = w.reshape(m, -1)
-        self.wd = aligned(wd.reshape(mb, L, -1).transpose(0, 2, 1)).reshape(-1)
-        self.bias = np.zeros(mb * L, np.float32)
-        if b is not None:
-            self.bias[:m] = b
-        self.m, self.c, self.kernel = m, c, (kh, kw)
-        self.act, self.prm = act[0], act_params(act, np.float32)
-
-
 class Scaled:
     """A 1x1 step's weights times the gates of the squeeze-and-excitation before it (one
     image: the gates step writes them, the 1x1 step multiplies by them in place of a pass

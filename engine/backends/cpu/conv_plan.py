@@ -14,10 +14,12 @@ from engine.backends.cpu import (
     conv_row,
     conv_shift,
     conv_smallplane,
+    nchw16c_dense,
     threads,
 )
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import act_params, activation_of, carr
+from engine.backends.cpu.nchw16c import VECTOR_ACTS
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry
 
@@ -59,7 +61,13 @@ class ConvPlan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone")
+                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone", "dn")
+
+
+#: patchify convolutions with few input channels on the blocked dense kernel (``nchw16c_dense``),
+#: up to this many taps
+DENSE_PATCHES = True
+DENSE_MAX_TAPS = 64
 
 
 def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
@@ -157,6 +165,16 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
         plan.kind = "shift"
         plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
+    if (plan.kind == "blocked" and g.rank == 2 and DENSE_PATCHES
+            and C <= nchw16c_dense.MAX_CHANNELS and tuple(g.kernel) == tuple(g.strides)
+            and g.kernel[0] * g.kernel[1] <= DENSE_MAX_TAPS and tuple(g.dilations) == (1, 1)
+            and act[0] in VECTOR_ACTS):
+        # a patchify stem (kernel = stride, few input channels: ConvNeXt's 3 -> 32 at 4 x 4)
+        # on the channel-blocked dense kernel, 16 outputs a vector, then back to NCHW:
+        # 159-197 -> 59-74 us alone (3 -> 96: 266 -> 197; ViT's 16 x 16 taps, 3 -> 192:
+        # 725 -> 769, so not there); with a fused epilogue, the register-blocked kernel
+        plan.kind, plan.dn = "dense", nchw16c_dense.Dense(w, bias, act)
+        plan.gd = (*g.kernel, *g.strides, *g.pads_begin)
     if plan.kind == "blocked" and g.rank == 1 and conv_row.wanted(
             group, M * C * K * g.out_shape[0], x.shape[0]):
         plan.alone = conv_row.row_call(w, b, act[0], plan.params, g.strides, g.dilations,

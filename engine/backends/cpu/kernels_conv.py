@@ -43,6 +43,8 @@ from engine.backends.cpu.conv_plan import check_conv as _check
 from engine.backends.cpu.conv_plan import geom15 as _geom
 from engine.backends.cpu.conv_plan import plan as _plan
 from engine.backends.cpu.conv_pool_fused import monotone
+from engine.backends.cpu.nchw16c import from_blocked
+from engine.backends.cpu.nchw16c_dense import dense
 from engine.backends.cpu.registry import cpu_kernel
 from engine.ops.conv_pool import conv_transpose_geometry
 
@@ -159,7 +161,9 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
     if plan.kind == "direct":
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_direct.run(plan.gd, plan.w3, plan.b, x, out, a0, params, res3, post)
-    if plan.kind == "blocked":
+    if plan.kind == "dense" and fz is None:
+        return from_blocked(dense(x, plan.dn, plan.gd, plan.out_shape), M, out)
+    if plan.kind in ("blocked", "dense"):
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         if x.ndim == 3:  # 1-D: run as one row of 2-D
             conv_blocked.run(plan.blk, plan.b, x[:, :, None], out[:, :, None], a0, params,

@@ -135,10 +135,11 @@ def to_blocked(x: np.ndarray) -> np.ndarray:
     return y
 
 
-def from_blocked(y: np.ndarray, c: int) -> np.ndarray:
-    """The NCHW float32 array of blocked ``y`` with ``c`` real channels."""
+def from_blocked(y: np.ndarray, c: int, out: np.ndarray | None = None) -> np.ndarray:
+    """The NCHW float32 array of blocked ``y`` with ``c`` real channels (written into
+    ``out``, C-contiguous, when given)."""
     N, CB, H, W, _ = y.shape
-    x = np.empty((N, c, H, W), np.float32)
+    x = np.empty((N, c, H, W), np.float32) if out is None else out
     _split(lambda lo, hi: _from_blocked(y.reshape(N, CB, H * W, L), x.reshape(N, c, H * W),
                                         lo, hi), N * CB, x.size)
     return x

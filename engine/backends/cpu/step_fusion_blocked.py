@@ -26,9 +26,9 @@ from engine.backends.cpu.activation import (
     act_params,
     activation_of,
 )
-from engine.backends.cpu.blocked_step import Dense, Depthwise, Pointwise, Scaled, step_fn
+from engine.backends.cpu.blocked_step import Depthwise, Pointwise, Scaled, step_fn
 from engine.backends.cpu.nchw16c import VECTOR_ACTS
-from engine.backends.cpu.nchw16c_dense import MAX_CHANNELS
+from engine.backends.cpu.nchw16c_dense import MAX_CHANNELS, Dense
 from engine.errors import KernelError
 
 #: suffix of a tensor's blocked form in the run loop's values

@@ -104,7 +104,7 @@ def _blocked_region(r) -> None:
     from engine.backends.cpu import nchw16c, nchw16c_conv, nchw16c_dense
 
     relu = (1, 0.0, 0.0)
-    y = nchw16c_dense.dense(r(1, 3, 6, 6), bs.Dense(r(4, 3, 3, 3), r(4), relu),
+    y = nchw16c_dense.dense(r(1, 3, 6, 6), nchw16c_dense.Dense(r(4, 3, 3, 3), r(4), relu),
                             (3, 3, 1, 1, 1, 1), (6, 6))
     y = nchw16c_conv.depthwise(y, bs.Depthwise(r(4, 1, 3, 3), r(4), relu),
                                (3, 3, 1, 1, 1, 1), (6, 6))
