@@ -158,7 +158,7 @@ def test_inverted_residual_blocks_match_onnxruntime(rng, act):
     _compare(proto, {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}, outs)
 
 
-@pytest.mark.parametrize("shape", [(2, 3, 37, 29), (1, 3, 17, 95), (3, 3, 8, 8)])
+@pytest.mark.parametrize("shape", [(2, 3, 37, 29), (1, 3, 17, 95), (3, 3, 8, 8), (0, 3, 16, 16)])
 def test_batches_and_odd_planes(rng, shape):
     proto, outs = _mobilenet(rng)
     _compare(proto, {"x": rng.standard_normal(shape).astype(np.float32)}, outs)

@@ -308,7 +308,8 @@ def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
                           f"input, got {x.dtype}{list(x.shape)}")
     N, C = x.shape[:2]
     out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
-    x2, o1 = carr(x).reshape(N * C, -1), out.reshape(-1)
+    # (the plane's size, not -1: an empty batch has no size to infer it from)
+    x2, o1 = carr(x).reshape(N * C, int(np.prod(x.shape[2:]))), out.reshape(-1)
     parallel_for(lambda lo, hi: global_pool(x2, o1, mode, float(p), lo, hi), N * C,
                  grain=max(1, SPLIT_MIN_ELEMENTS // max(1, x2.shape[1])))
     return out

@@ -71,5 +71,6 @@ def squeeze_excite(x, l1, w1, b1, l2, w2, b2, act2=None):
                 act_params(a2, x.dtype))
         l1.__dict__["_cpu_se"] = prep
     out = np.empty_like(x)
-    se_nchw(carr(x).reshape(N, C, -1), *prep[2:], out.reshape(N, C, -1))
+    P = int(np.prod(x.shape[2:]))  # (not -1: an empty batch has no size to infer it from)
+    se_nchw(carr(x).reshape(N, C, P), *prep[2:], out.reshape(N, C, P))
     return out

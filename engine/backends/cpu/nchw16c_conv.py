@@ -289,7 +289,7 @@ def depthwise(x: np.ndarray, dw, geo: tuple, out_hw: tuple[int, int],
     OH, OW = out_hw
     y = alloc((N, CB, OH, OW, L))
     # bands of rows so that even one block of one image splits over the threads
-    RB = max(1, -(-OH // max(1, -(-BANDS_PER_LAYER // (N * CB)))))
+    RB = max(1, -(-OH // max(1, -(-BANDS_PER_LAYER // max(1, N * CB)))))
     ntask = N * CB * -(-OH // RB)
     args = (x.reshape(-1), H, W, dw.wd, *geo, dw.bias, dw.act, dw.prm, y.reshape(-1), OH,
             OW, CB, RB)

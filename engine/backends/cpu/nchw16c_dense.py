@@ -142,7 +142,7 @@ def dense(x: np.ndarray, dn, geo: tuple, out_hw: tuple[int, int],
     OH, OW = out_hw
     y = alloc((N, blocks(dn.m), OH, OW, L))
     MB = y.shape[1]
-    RB = max(1, -(-OH // max(1, -(-BANDS // (N * MB)))))
+    RB = max(1, -(-OH // max(1, -(-BANDS // max(1, N * MB)))))
     ntask = N * MB * -(-OH // RB)
     args = (np.ascontiguousarray(x).reshape(-1), C, H, W, dn.wd, *geo, dn.bias, dn.act, dn.prm,
             y.reshape(-1), dn.m, OH, OW, MB, RB)
