@@ -39,6 +39,16 @@ BANDS_PER_LAYER = 8
 _NO_RES = np.zeros(L, np.float32)
 #: the lane numbers 0..15, for the epilogue's mask of padding lanes
 _LANES = np.arange(L, dtype=np.float32)
+#: each thread takes one run of a region kernel's tasks (``split_grain``)
+AFFINE_SPLIT = True
+
+
+def split_grain(ntask: int, task_macs: int) -> int:
+    """The grain of a region kernel's split: tasks run in order of their pixels, and with
+    AFFINE_SPLIT each thread takes one run of them (the caller the first): the next layer's
+    share then reads mostly what its own core wrote, not the other core's cache."""
+    grain = max(1, CHUNK_MACS // max(1, task_macs))
+    return max(grain, ntask // threads.threads()) if AFFINE_SPLIT else grain
 
 
 @njit(**_OPTS)
@@ -195,7 +205,7 @@ def pointwise(x: np.ndarray, c: int, pw, res: np.ndarray | None,
     threads.parallel_tasks(
         lambda lo, hi: pw_tasks(*args, lo, hi),
         lambda gate, gen, polls, chunk: pw_claimed(gate, gen, polls, chunk, ntask, *args),
-        ntask, grain=max(1, CHUNK_MACS // task_macs))
+        ntask, grain=split_grain(ntask, task_macs))
     return y
 
 
@@ -252,7 +262,7 @@ def dw_tasks(x, H, W, wd, kh, kw, sh, sw, pt, pl, bias, act, prm, y, OH, OW, CB,
     hi = max(lo, (W - kw + pl) // sw + 1)
     bands = -(-OH // RB)
     for t in range(t0, t1):
-        n, cb, band = t // (CB * bands), (t // bands) % CB, t % bands
+        n, band, cb = t // (CB * bands), (t // CB) % bands, t % CB
         bb = vload(bias, cb * L)
         wo = cb * kh * kw * L
         xb = (n * CB + cb) * H * W * L
@@ -297,5 +307,5 @@ def depthwise(x: np.ndarray, dw, geo: tuple, out_hw: tuple[int, int],
     threads.parallel_tasks(
         lambda lo, hi: dw_tasks(*args, lo, hi),
         lambda gate, gen, polls, chunk: dw_claimed(gate, gen, polls, chunk, ntask, *args),
-        ntask, grain=max(1, CHUNK_MACS // task_macs))
+        ntask, grain=split_grain(ntask, task_macs))
     return y

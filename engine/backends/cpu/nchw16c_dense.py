@@ -17,7 +17,7 @@ from engine.backends.cpu import threads
 from engine.backends.cpu.activation import act_params
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.nchw16c import L, blocks
-from engine.backends.cpu.nchw16c_conv import _NO_RES, CHUNK_MACS, _epilogue
+from engine.backends.cpu.nchw16c_conv import _NO_RES, _epilogue, split_grain
 from engine.backends.cpu.simd import aligned, empty_aligned, vbcast, vfma, vload, vstore
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
@@ -101,7 +101,7 @@ def dense_tasks(x, C, H, W, wd, kh, kw, sh, sw, pt, pl, bias, act, prm, y, M, OH
     bands = -(-OH // RB)
     ckk = C * kh * kw
     for t in range(t0, t1):
-        n, mb, band = t // (MB * bands), (t // bands) % MB, t % bands
+        n, band, mb = t // (MB * bands), (t // MB) % bands, t % MB
         bb = vload(bias, mb * L)
         wo = mb * ckk * L
         keep = M - mb * L if mb == MB - 1 else L
@@ -150,5 +150,5 @@ def dense(x: np.ndarray, dn, geo: tuple, out_hw: tuple[int, int],
     threads.parallel_tasks(
         lambda lo, hi: dense_tasks(*args, lo, hi),
         lambda gate, gen, polls, chunk: dense_claimed(gate, gen, polls, chunk, ntask, *args),
-        ntask, grain=max(1, CHUNK_MACS // task_macs))
+        ntask, grain=split_grain(ntask, task_macs))
     return y
