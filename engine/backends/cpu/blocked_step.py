@@ -15,6 +15,8 @@ from engine.backends.cpu.nchw16c import (
     blocks,
     from_blocked,
     global_average_pool,
+    pack_lanes,
+    pad_lanes,
     scale_channels,
     se_gates,
     squeeze_excite,
@@ -22,7 +24,7 @@ from engine.backends.cpu.nchw16c import (
 )
 from engine.backends.cpu.nchw16c_conv import depthwise, pointwise
 from engine.backends.cpu.nchw16c_dense import dense
-from engine.backends.cpu.simd import aligned, empty_aligned
+from engine.backends.cpu.simd import empty_aligned
 from engine.errors import KernelError
 from engine.ops.conv_pool import layer_geometry
 
@@ -32,13 +34,9 @@ class Pointwise:
 
     def __init__(self, w: np.ndarray, b, act, post):
         m, c = w.shape[:2]
-        mb, cb = blocks(m), blocks(c)
-        wp = np.zeros((mb * L, cb * L), np.float32)
-        wp[:m, :c] = w.reshape(m, c)
-        self.wp = aligned(wp.reshape(mb, L, cb * L).transpose(0, 2, 1)).reshape(-1)
-        self.bias = np.zeros(mb * L, np.float32)
-        if b is not None:
-            self.bias[:m] = b
+        rows = np.zeros((m, blocks(c) * L), np.float32)  # (input channels padded to blocks)
+        rows[:, :c] = w.reshape(m, c)
+        self.wp, self.bias = pack_lanes(rows), pad_lanes(b, m)
         self.m, self.c = m, c
         self.act, self.prm = act[0], act_params(act, np.float32)
         self.post, self.pprm = post[0], act_params(post, np.float32)
@@ -49,13 +47,7 @@ class Depthwise:
 
     def __init__(self, w: np.ndarray, b, act):
         c, _, kh, kw = w.shape
-        cb = blocks(c)
-        wd = np.zeros((cb * L, kh * kw), np.float32)
-        wd[:c] = w.reshape(c, kh * kw)
-        self.wd = aligned(wd.reshape(cb, L, kh * kw).transpose(0, 2, 1)).reshape(-1)
-        self.bias = np.zeros(cb * L, np.float32)
-        if b is not None:
-            self.bias[:c] = b
+        self.wd, self.bias = pack_lanes(w.reshape(c, kh * kw)), pad_lanes(b, c)
         self.c, self.kernel = c, (kh, kw)
         self.act, self.prm = act[0], act_params(act, np.float32)
 

@@ -28,6 +28,7 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.simd import (
+    aligned,
     empty_aligned,
     vadd,
     vfma,
@@ -51,6 +52,23 @@ SPLIT_VALUES = 400_000
 
 def blocks(c: int) -> int:
     return -(-c // L)
+
+
+def pack_lanes(w2: np.ndarray) -> np.ndarray:
+    """The rows of ``w2`` (R, K) as flat [ceil(R/16)][K][16], zero rows padding R, 64-byte
+    aligned: per k, 16 consecutive rows' weights are one vector (the kernels' weights)."""
+    r, k = w2.shape
+    padded = np.zeros((blocks(r) * L, k), np.float32)
+    padded[:r] = w2
+    return aligned(padded.reshape(-1, L, k).transpose(0, 2, 1)).reshape(-1)
+
+
+def pad_lanes(b, n: int) -> np.ndarray:
+    """A per-channel vector (a bias; None: zeros) padded with zeros to whole blocks."""
+    padded = np.zeros(blocks(n) * L, np.float32)
+    if b is not None:
+        padded[:n] = np.reshape(b, -1)
+    return padded
 
 
 def empty_blocked(n: int, c: int, h: int, w: int) -> np.ndarray:
