@@ -77,6 +77,20 @@ def empty_blocked(n: int, c: int, h: int, w: int) -> np.ndarray:
 
 
 @njit(inline="always")
+def vstore8(y, o, v0, v1, v2, v3, v4, v5, v6, v7):
+    """Eight vectors into ``y`` from flat offset ``o`` on, one after the other (eight
+    outputs of a register tile; a loop over a tuple of vectors would put them in memory)."""
+    vstore(y, o, v0)
+    vstore(y, o + L, v1)
+    vstore(y, o + 2 * L, v2)
+    vstore(y, o + 3 * L, v3)
+    vstore(y, o + 4 * L, v4)
+    vstore(y, o + 5 * L, v5)
+    vstore(y, o + 6 * L, v6)
+    vstore(y, o + 7 * L, v7)
+
+
+@njit(inline="always")
 def vact(v, act, a0, a1):
     """The fused activation ``act`` (``activation`` codes in VECTOR_ACTS) of a vector, with
     its parameters as vectors; a NaN lane stays NaN, as in the scalar ``activation._act``."""

@@ -16,7 +16,7 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.nchw16c import L, blocks, vact
+from engine.backends.cpu.nchw16c import L, blocks, vact, vstore8
 from engine.backends.cpu.simd import (
     empty_aligned,
     vadd,
@@ -97,23 +97,9 @@ def _tile(x, xo, P, CB, wp, w0, w1, bias, m0, m1, y, o0, o1):
             s6, u6 = vfma(v, e0, s6), vfma(v, e1, u6)
             v = vbcast(x, q + 7 * L)
             s7, u7 = vfma(v, e0, s7), vfma(v, e1, u7)
-    vstore(y, o0, s0)
-    vstore(y, o0 + L, s1)
-    vstore(y, o0 + 2 * L, s2)
-    vstore(y, o0 + 3 * L, s3)
-    vstore(y, o0 + 4 * L, s4)
-    vstore(y, o0 + 5 * L, s5)
-    vstore(y, o0 + 6 * L, s6)
-    vstore(y, o0 + 7 * L, s7)
+    vstore8(y, o0, s0, s1, s2, s3, s4, s5, s6, s7)
     if m1 != m0:
-        vstore(y, o1, u0)
-        vstore(y, o1 + L, u1)
-        vstore(y, o1 + 2 * L, u2)
-        vstore(y, o1 + 3 * L, u3)
-        vstore(y, o1 + 4 * L, u4)
-        vstore(y, o1 + 5 * L, u5)
-        vstore(y, o1 + 6 * L, u6)
-        vstore(y, o1 + 7 * L, u7)
+        vstore8(y, o1, u0, u1, u2, u3, u4, u5, u6, u7)
 
 
 @njit(**_OPTS)
@@ -233,14 +219,7 @@ def _dw_row(x, xr, W, wd, wo, kh, kw, sw, pl, ky0, ky1, rs, bb, y, yo, OW, lo, h
                     s6 = vfma(vload(x, q + 6 * st), e, s6)
                     s7 = vfma(vload(x, q + 7 * st), e, s7)
             o = yo + ox * L
-            vstore(y, o, s0)
-            vstore(y, o + L, s1)
-            vstore(y, o + 2 * L, s2)
-            vstore(y, o + 3 * L, s3)
-            vstore(y, o + 4 * L, s4)
-            vstore(y, o + 5 * L, s5)
-            vstore(y, o + 6 * L, s6)
-            vstore(y, o + 7 * L, s7)
+            vstore8(y, o, s0, s1, s2, s3, s4, s5, s6, s7)
             ox += 8
         else:
             s0 = bb

@@ -16,7 +16,7 @@ from numba import njit
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import act_params
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.nchw16c import L, blocks, pack_lanes, pad_lanes
+from engine.backends.cpu.nchw16c import L, blocks, pack_lanes, pad_lanes, vstore8
 from engine.backends.cpu.nchw16c_conv import _NO_RES, _epilogue, split_grain
 from engine.backends.cpu.simd import empty_aligned, vbcast, vfma, vload, vstore
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
@@ -62,14 +62,7 @@ def _dense_row(x, xr, C, H, W, wd, wo, kh, kw, sw, pl, ky0, ky1, bb, y, yo, OW, 
                         s6 = vfma(vbcast(x, q + 6 * sw), e, s6)
                         s7 = vfma(vbcast(x, q + 7 * sw), e, s7)
             o = yo + ox * L
-            vstore(y, o, s0)
-            vstore(y, o + L, s1)
-            vstore(y, o + 2 * L, s2)
-            vstore(y, o + 3 * L, s3)
-            vstore(y, o + 4 * L, s4)
-            vstore(y, o + 5 * L, s5)
-            vstore(y, o + 6 * L, s6)
-            vstore(y, o + 7 * L, s7)
+            vstore8(y, o, s0, s1, s2, s3, s4, s5, s6, s7)
             ox += 8
         else:
             s0 = bb
