@@ -67,6 +67,10 @@ class _Net:
             self.nodes.append(helper.make_node("LeakyRelu", [x], [y], alpha=0.1))
         elif act == "HardSigmoid":
             self.nodes.append(helper.make_node("HardSigmoid", [x], [y], alpha=0.2, beta=0.4))
+        elif act == "SiLU":  # as exporters write it: x * Sigmoid(x)
+            s = self.name("s")
+            self.nodes += [helper.make_node("Sigmoid", [x], [s]),
+                           helper.make_node("Mul", [x, s], [y])]
         else:
             self.nodes.append(helper.make_node(act, [x], [y]))
         return y
@@ -124,8 +128,8 @@ def _mobilenet(rng, c=3, act="Relu", pool=True, extra_outputs=False, se=True,
     return net.model(outs, (1, c, 0, 0)), outs
 
 
-def _run(proto, feeds, outs):
-    model = ModelLoader.from_proto(proto)
+def _run(proto, feeds, outs, optimize=True):
+    model = ModelLoader.from_proto(proto, optimize=optimize)
     with Worker(model, "cpu") as worker:
         steps = worker._cpu_steps()
         blocked = sum(1 for s in steps if any(n.endswith(step_fusion_blocked.BLOCKED)
@@ -133,7 +137,9 @@ def _run(proto, feeds, outs):
         # a squeeze-and-excitation's gates scale the weights of the 1x1 layer after it
         folded = sum(1 for s in steps if any(n.endswith(step_fusion_blocked.GATES)
                                              for n in s[2]))
-        assert folded == (blocked and sum(1 for n in proto.graph.node if n.op_type == "Mul"))
+        se_muls = sum(1 for n in proto.graph.node if n.op_type == "Mul"
+                      and n.output[0].startswith("m"))  # (``_Net.se``'s, not SiLU's)
+        assert folded == (blocked and se_muls)
         worker.schedule(feeds)
         got = [worker.peek_output(o).download_to_array() for o in outs]
         worker.schedule(feeds, capture="all")  # captures: the plan without fusions
@@ -152,10 +158,24 @@ def _compare(proto, feeds, outs, min_blocked=8):
         np.testing.assert_allclose(p, w, rtol=2e-4, atol=2e-5)
 
 
-@pytest.mark.parametrize("act", ["Relu", "HardSwish", "Clip", "LeakyRelu", "HardSigmoid"])
+@pytest.mark.parametrize("act", ["Relu", "HardSwish", "Clip", "LeakyRelu", "HardSigmoid",
+                                 "SiLU", "Sigmoid", "Tanh"])
 def test_inverted_residual_blocks_match_onnxruntime(rng, act):
     proto, outs = _mobilenet(rng, act=act)
     _compare(proto, {"x": rng.standard_normal((1, 3, 64, 64)).astype(np.float32)}, outs)
+
+
+def test_silu_fused_by_the_cpu_plan(rng):
+    """Loaded without the import passes, x * Sigmoid(x) stays three layers that the CPU
+    plan fuses into the Conv's step; the region takes that step with a SiLU epilogue."""
+    proto, outs = _mobilenet(rng, act="SiLU", se=False)
+    x = rng.standard_normal((1, 3, 40, 40)).astype(np.float32)
+    want = ort.InferenceSession(proto.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(outs, {"x": x})
+    blocked, got, plain = _run(proto, {"x": x}, outs, optimize=False)
+    assert blocked >= 8
+    np.testing.assert_allclose(got[0], want[0], rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(plain[0], want[0], rtol=2e-4, atol=2e-5)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 37, 29), (1, 3, 17, 95), (3, 3, 8, 8), (0, 3, 16, 16)])

@@ -61,7 +61,7 @@ def test_many_taps_stay_register_blocked(rng):
     _check(proto, {"x": rng.standard_normal((1, 3, 64, 48)).astype(np.float32)}, "blocked")
 
 
-@pytest.mark.parametrize("act", ["Relu", "HardSwish", "LeakyRelu"])
+@pytest.mark.parametrize("act", ["Relu", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh"])
 def test_fused_activations_and_padding(rng, act):
     proto = _model(rng, 3, 20, 4, pads=1, act=act)
     _check(proto, {"x": (rng.standard_normal((1, 3, 33, 29)) * 3).astype(np.float32)})

@@ -19,7 +19,6 @@ from engine.backends.cpu import (
 )
 from engine.backends.cpu import kernels_winograd as winograd
 from engine.backends.cpu.activation import act_params, activation_of, carr
-from engine.backends.cpu.nchw16c import VECTOR_ACTS
 from engine.errors import KernelError
 from engine.ops.conv_pool import ConvGeometry, conv_geometry
 
@@ -167,8 +166,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         plan.sg = (*g.kernel, *g.dilations, pt, pl, Hp, Wp, g.out_shape[0] * Wp)
     if (plan.kind == "blocked" and g.rank == 2 and DENSE_PATCHES
             and C <= nchw16c_dense.MAX_CHANNELS and tuple(g.kernel) == tuple(g.strides)
-            and g.kernel[0] * g.kernel[1] <= DENSE_MAX_TAPS and tuple(g.dilations) == (1, 1)
-            and act[0] in VECTOR_ACTS):
+            and g.kernel[0] * g.kernel[1] <= DENSE_MAX_TAPS and tuple(g.dilations) == (1, 1)):
         # a patchify stem (kernel = stride, few input channels: ConvNeXt's 3 -> 32 at 4 x 4)
         # on the channel-blocked dense kernel, 16 outputs a vector, then back to NCHW:
         # 159-197 -> 59-74 us alone (3 -> 96: 266 -> 197; ViT's 16 x 16 taps, 3 -> 192:

@@ -43,9 +43,9 @@ from engine.backends.cpu.simd import (
 )
 
 L = 16
-#: the fused activations the blocked kernels apply in their epilogues
-VECTOR_ACTS = frozenset((ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_HARDSIGMOID,
-                         ACT_XHARDSIGMOID))
+#: the fused activations ``vact`` applies to whole vectors (the others, with an exponential,
+#: run as a vectorised loop over the values: ``nchw16c_conv._epilogue``)
+VECTOR_ACTS = (ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_HARDSIGMOID, ACT_XHARDSIGMOID)
 #: fewest values a layout change splits over the threads
 SPLIT_VALUES = 400_000
 

@@ -22,12 +22,12 @@ from engine.backends.cpu.activation import (
     ACT_HARDSIGMOID,
     ACT_NONE,
     ACT_RELU,
+    ACT_SILU,
     ACT_XHARDSIGMOID,
     act_params,
     activation_of,
 )
 from engine.backends.cpu.blocked_step import Depthwise, Pointwise, Scaled, step_fn
-from engine.backends.cpu.nchw16c import VECTOR_ACTS
 from engine.backends.cpu.nchw16c_dense import MAX_CHANNELS, Dense
 from engine.errors import KernelError
 
@@ -68,13 +68,17 @@ def _conv_member(st, constants) -> tuple | None:
     post, res = (ACT_NONE, 0.0, 0.0), None
     if absorbed == ["HardSwish"] and act[0] == ACT_NONE:
         act = (ACT_XHARDSIGMOID, 1.0 / 6.0, 0.5)
+    elif absorbed in (["Sigmoid", "Mul"], ["HardSigmoid", "Mul"]) and act[0] == ACT_NONE:
+        gate = st[6][0]  # x * gate(x), as step_fusion_conv fuses it
+        act = (ACT_SILU, 0.0, 0.0) if gate.op_type == "Sigmoid" else \
+            (ACT_XHARDSIGMOID, float(gate.attr("alpha", 0.2)), float(gate.attr("beta", 0.5)))
     elif absorbed in (["Add"], ["Add", "Relu"]) and len(st[2]) == n_in + 1:
         res = st[2][n_in]
         if absorbed[-1] == "Relu":
             post = (ACT_RELU, 0.0, 0.0)
     elif absorbed:
         return None
-    if act[0] not in VECTOR_ACTS or layer.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+    if layer.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
         return None
     m, cg, kh, kw = w.shape
     group = int(layer.attr("group", 1))
