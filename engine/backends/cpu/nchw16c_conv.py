@@ -77,8 +77,7 @@ def _epilogue(y, o, count, act, prm, res, has_res, post, pprm, keep):
 @njit(**_OPTS)
 def _tile(x, xo, P, CB, wp, w0, w1, bias, m0, m1, y, o0, o1):
     """Bias plus product of 8 pixels (from flat offset ``xo`` of block 0) x output blocks
-    m0 and m1 (the same block twice computes it twice and stores it once), weights from w0
-    and w1."""
+    m0 and m1, weights from w0 and w1."""
     c0, c1 = vload(bias, m0 * L), vload(bias, m1 * L)
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = c0
     u0 = u1 = u2 = u3 = u4 = u5 = u6 = u7 = c1
@@ -105,8 +104,29 @@ def _tile(x, xo, P, CB, wp, w0, w1, bias, m0, m1, y, o0, o1):
             v = vbcast(x, q + 7 * L)
             s7, u7 = vfma(v, e0, s7), vfma(v, e1, u7)
     vstore8(y, o0, s0, s1, s2, s3, s4, s5, s6, s7)
-    if m1 != m0:
-        vstore8(y, o1, u0, u1, u2, u3, u4, u5, u6, u7)
+    vstore8(y, o1, u0, u1, u2, u3, u4, u5, u6, u7)
+
+
+@njit(**_OPTS)
+def _tile1(x, xo, P, CB, wp, w0, bias, m0, y, o0):
+    """``_tile`` for one output block (a layer's last of an odd count): 8 broadcasts feed 8
+    multiply-adds instead of 16, but no block is computed twice."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = vload(bias, m0 * L)
+    for cb in range(CB):
+        xc = xo + cb * P * L
+        wc = w0 + cb * L * L
+        for cl in range(L):
+            e0 = vload(wp, wc + cl * L)
+            q = xc + cl
+            s0 = vfma(vbcast(x, q), e0, s0)
+            s1 = vfma(vbcast(x, q + L), e0, s1)
+            s2 = vfma(vbcast(x, q + 2 * L), e0, s2)
+            s3 = vfma(vbcast(x, q + 3 * L), e0, s3)
+            s4 = vfma(vbcast(x, q + 4 * L), e0, s4)
+            s5 = vfma(vbcast(x, q + 5 * L), e0, s5)
+            s6 = vfma(vbcast(x, q + 6 * L), e0, s6)
+            s7 = vfma(vbcast(x, q + 7 * L), e0, s7)
+    vstore8(y, o0, s0, s1, s2, s3, s4, s5, s6, s7)
 
 
 @njit(**_OPTS)
@@ -150,8 +170,11 @@ def pw_tasks(x, P, M, CB, wp, MB, bias, act, prm, res, has_res, post, pprm, y, t
             w0, w1 = mb * C16 * L, m1 * C16 * L
             p = p_lo
             while p + 8 <= p_hi:
-                _tile(x, xn + p * L, P, CB, wp, w0, w1, bias, mb, m1, y, y0 + p * L,
-                      y1 + p * L)
+                if m1 != mb:
+                    _tile(x, xn + p * L, P, CB, wp, w0, w1, bias, mb, m1, y, y0 + p * L,
+                          y1 + p * L)
+                else:
+                    _tile1(x, xn + p * L, P, CB, wp, w0, bias, mb, y, y0 + p * L)
                 p += 8
             while p < p_hi:  # the chunk's last pixels, one at a time
                 _pixel(x, xn + p * L, P, CB, wp, w0, w1, bias, mb, m1, y, y0 + p * L,
