@@ -10,12 +10,12 @@ import sys
 import numpy as np
 
 from engine.backends.cpu.activation import ACT_RELU, act_params
+from engine.backends.cpu.conv_blocked import pack
 from engine.backends.cpu.nchw16c import (
     L,
     blocks,
     from_blocked,
     global_average_pool,
-    pack_lanes,
     pad_lanes,
     scale_channels,
     se_gates,
@@ -34,9 +34,9 @@ class Pointwise:
 
     def __init__(self, w: np.ndarray, b, act, post):
         m, c = w.shape[:2]
-        rows = np.zeros((m, blocks(c) * L), np.float32)  # (input channels padded to blocks)
-        rows[:, :c] = w.reshape(m, c)
-        self.wp, self.bias = pack_lanes(rows), pad_lanes(b, m)
+        rows = np.zeros((m, blocks(c) * L, 1, 1), np.float32)  # (inputs padded to blocks)
+        rows[:, :c] = w
+        self.wp, self.bias = pack(rows, L).reshape(-1), pad_lanes(b, m)
         self.m, self.c = m, c
         self.act, self.prm = act[0], act_params(act, np.float32)
         self.post, self.pprm = post[0], act_params(post, np.float32)
@@ -47,7 +47,7 @@ class Depthwise:
 
     def __init__(self, w: np.ndarray, b, act):
         c, _, kh, kw = w.shape
-        self.wd, self.bias = pack_lanes(w.reshape(c, kh * kw)), pad_lanes(b, c)
+        self.wd, self.bias = pack(w, L).reshape(-1), pad_lanes(b, c)
         self.c, self.kernel = c, (kh, kw)
         self.act, self.prm = act[0], act_params(act, np.float32)
 

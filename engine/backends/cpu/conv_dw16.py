@@ -26,7 +26,7 @@ from engine.backends.cpu.activation import act_plane
 from engine.backends.cpu.conv_blocked import add_residual_post
 from engine.backends.cpu.conv_blocked import pack as pack_blocks
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.simd import vfma, vload, vstore, vtranspose16
+from engine.backends.cpu.simd import vfma, vload, vstore, vstore8, vtranspose16
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 L = 16
@@ -192,14 +192,7 @@ def dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res
                 # outputs past the row's end land on the next row's first pixels, which
                 # its own tiles write afterwards (the last row's in the slack at the end)
                 q = (oy * ow + ox0) * L
-                vstore(il, q, a0)
-                vstore(il, q + L, a1)
-                vstore(il, q + 2 * L, a2)
-                vstore(il, q + 3 * L, a3)
-                vstore(il, q + 4 * L, a4)
-                vstore(il, q + 5 * L, a5)
-                vstore(il, q + 6 * L, a6)
-                vstore(il, q + 7 * L, a7)
+                vstore8(il, q, a0, a1, a2, a3, a4, a5, a6, a7)
         # channel-major for the epilogue: 16 x 16 transposes, the last P % 16 one by one
         whole = P - P % L
         for q0 in range(0, whole, L):

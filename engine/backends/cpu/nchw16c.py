@@ -28,7 +28,7 @@ from engine.backends.cpu.activation import (
 )
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.simd import (
-    aligned,
+    LANES,
     empty_aligned,
     vadd,
     vfma,
@@ -42,7 +42,7 @@ from engine.backends.cpu.simd import (
     vzero,
 )
 
-L = 16
+L = LANES
 #: the fused activations ``vact`` applies to whole vectors (the others, with an exponential,
 #: run as a vectorised loop over the values: ``nchw16c_conv._epilogue``)
 VECTOR_ACTS = (ACT_NONE, ACT_RELU, ACT_LEAKY, ACT_CLIP, ACT_HARDSIGMOID, ACT_XHARDSIGMOID)
@@ -52,15 +52,6 @@ SPLIT_VALUES = 400_000
 
 def blocks(c: int) -> int:
     return -(-c // L)
-
-
-def pack_lanes(w2: np.ndarray) -> np.ndarray:
-    """The rows of ``w2`` (R, K) as flat [ceil(R/16)][K][16], zero rows padding R, 64-byte
-    aligned: per k, 16 consecutive rows' weights are one vector (the kernels' weights)."""
-    r, k = w2.shape
-    padded = np.zeros((blocks(r) * L, k), np.float32)
-    padded[:r] = w2
-    return aligned(padded.reshape(-1, L, k).transpose(0, 2, 1)).reshape(-1)
 
 
 def pad_lanes(b, n: int) -> np.ndarray:
@@ -74,20 +65,6 @@ def pad_lanes(b, n: int) -> np.ndarray:
 def empty_blocked(n: int, c: int, h: int, w: int) -> np.ndarray:
     """An uninitialised blocked tensor, 64-byte aligned (whole-vector loads never split)."""
     return empty_aligned((n, blocks(c), h, w, L))
-
-
-@njit(inline="always")
-def vstore8(y, o, v0, v1, v2, v3, v4, v5, v6, v7):
-    """Eight vectors into ``y`` from flat offset ``o`` on, one after the other (eight
-    outputs of a register tile; a loop over a tuple of vectors would put them in memory)."""
-    vstore(y, o, v0)
-    vstore(y, o + L, v1)
-    vstore(y, o + 2 * L, v2)
-    vstore(y, o + 3 * L, v3)
-    vstore(y, o + 4 * L, v4)
-    vstore(y, o + 5 * L, v5)
-    vstore(y, o + 6 * L, v6)
-    vstore(y, o + 7 * L, v7)
 
 
 @njit(inline="always")

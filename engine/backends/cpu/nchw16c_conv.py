@@ -17,7 +17,7 @@ from numba import njit
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, act_row
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.nchw16c import VECTOR_ACTS, L, blocks, vact, vstore8
+from engine.backends.cpu.nchw16c import VECTOR_ACTS, L, blocks, vact
 from engine.backends.cpu.simd import (
     empty_aligned,
     vadd,
@@ -27,6 +27,7 @@ from engine.backends.cpu.simd import (
     vlt_select,
     vsplat,
     vstore,
+    vstore8,
     vzero,
 )
 from engine.backends.cpu.spin import claim, helpers_back, open_gate

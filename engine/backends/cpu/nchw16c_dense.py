@@ -15,10 +15,11 @@ from numba import njit
 
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import act_params
+from engine.backends.cpu.conv_blocked import pack
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.nchw16c import L, blocks, pack_lanes, pad_lanes, vstore8
+from engine.backends.cpu.nchw16c import L, blocks, pad_lanes
 from engine.backends.cpu.nchw16c_conv import _NO_RES, _epilogue, split_grain
-from engine.backends.cpu.simd import empty_aligned, vbcast, vfma, vload, vstore
+from engine.backends.cpu.simd import empty_aligned, vbcast, vfma, vload, vstore, vstore8
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: most input channels a dense convolution has to join a blocked region (wider ones run
@@ -31,7 +32,7 @@ class Dense:
 
     def __init__(self, w: np.ndarray, b, act):
         m, c, kh, kw = w.shape
-        self.wd, self.bias = pack_lanes(w.reshape(m, -1)), pad_lanes(b, m)
+        self.wd, self.bias = pack(w, L).reshape(-1), pad_lanes(b, m)
         self.m, self.c, self.kernel = m, c, (kh, kw)
         self.act, self.prm = act[0], act_params(act, np.float32)
 

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
@@ -170,6 +170,20 @@ def _select(cmp: str):
 #: fails them and takes ``y`` (the activations keep a NaN input NaN that way)
 vlt_select = intrinsic(_select("<"))
 vle_select = intrinsic(_select("<="))
+
+
+@njit(inline="always")
+def vstore8(y, o, v0, v1, v2, v3, v4, v5, v6, v7):
+    """Eight vectors into ``y`` from flat offset ``o`` on, one after the other (eight
+    outputs of a register tile; a loop over a tuple of vectors would put them in memory)."""
+    vstore(y, o, v0)
+    vstore(y, o + LANES, v1)
+    vstore(y, o + 2 * LANES, v2)
+    vstore(y, o + 3 * LANES, v3)
+    vstore(y, o + 4 * LANES, v4)
+    vstore(y, o + 5 * LANES, v5)
+    vstore(y, o + 6 * LANES, v6)
+    vstore(y, o + 7 * LANES, v7)
 
 
 def _transpose_masks() -> list[tuple[int, list[int], list[int]]]:
