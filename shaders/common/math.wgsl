@@ -23,27 +23,39 @@ fn tanh_f(x: f32) -> f32 {
 }
 
 // a / b, brought to the correctly rounded quotient where the driver's is not. Vulkan lets a
-// GPU divide to 2.5 ulp (NVIDIA's is 2 ulp off on a quarter of random operands), which moves
+// GPU divide to 2.5 ulp (NVIDIA's is 1 ulp off on a quarter of random operands), which moves
 // quotients across rounding boundaries: Round after a Div (DynamicQuantizeLinear written
 // out). Where the device needs it and its fma is fused (gpu_common/arith_probe.py sets
-// DIV_CORRECTION), the remainder of the approximate quotient, exact by fma, corrects it.
-// Zeros, infinities and NaN keep the plain quotient. (On an H100 a test of exact quotients
-// still failed with the correction on; see docs/PERFORMANCE.md.)
+// DIV_CORRECTION), the reciprocal takes one Newton step and the quotient a second one on its
+// exact remainder: on an H100 this gave NumPy's quotient for a million random pairs, where
+// correcting the driver's own quotient by (a - q b) / b left 15% of them 1 ulp off (that
+// correction divides again, as inexactly). Zeros, infinities, NaN and reciprocals outside
+// the normal range keep the plain quotient.
 override DIV_CORRECTION: bool = false;
 
 fn div_f(a: f32, b: f32) -> f32 {
     let q = a / b;
     if (!DIV_CORRECTION) { return q; }
-    let c = q + fma(-q, b, a) / b;
-    return select(q, c, q != 0.0 && abs(q) <= 3.4028234e38 && abs(c) <= 3.4028234e38);
+    let y0 = 1.0 / b;
+    let y = fma(fma(-b, y0, 1.0), y0, y0);
+    let q1 = a * y;
+    let c = fma(fma(-q1, b, a), y, q1);
+    let big = 3.4028234e38;
+    let fine = abs(y0) >= 1.1754944e-38 && abs(y0) <= big;
+    return select(q, c, fine && q != 0.0 && abs(q) <= big && abs(c) <= big);
 }
 
 fn div_f4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {
     let q = a / b;
     if (!DIV_CORRECTION) { return q; }
-    let c = q + fma(-q, b, a) / b;
+    let one = vec4<f32>(1.0);
+    let y0 = one / b;
+    let y = fma(fma(-b, y0, one), y0, y0);
+    let q1 = a * y;
+    let c = fma(fma(-q1, b, a), y, q1);
     let big = vec4<f32>(3.4028234e38);
-    return select(q, c, (q != vec4<f32>(0.0)) & (abs(q) <= big) & (abs(c) <= big));
+    let fine = (abs(y0) >= vec4<f32>(1.1754944e-38)) & (abs(y0) <= big);
+    return select(q, c, fine & (q != vec4<f32>(0.0)) & (abs(q) <= big) & (abs(c) <= big));
 }
 
 fn sigmoid_f(x: f32) -> f32 {
