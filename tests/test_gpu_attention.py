@@ -18,6 +18,13 @@ from tests.gpu_compute_util import dispatching_layers
 GPU = BackendType.GPU_COMPUTE
 
 
+@pytest.fixture(autouse=True)
+def fused_attention(monkeypatch):
+    """Fusing is the default on CPU adapters only (``attention_strategy``): forced here, so
+    that these tests check it on any adapter."""
+    monkeypatch.setenv("ENGINE_GPU_ATTENTION", "fused")  # read when the backend is created
+
+
 def _attention(rng, batch=(2, 3), L=7, M=9, dk=5, dv=8, scale="Div", mask=None,
                mask_shape=None, fill=-1e9, axis=-1, extra_user=False):
     """(model, feeds): q [*batch, L, dk], kt [*batch, dk, M], v [*batch, M, dv] -> MatMul ->
@@ -147,6 +154,16 @@ def test_chains_that_cannot_fuse_run_as_layers(rng, case):
         s = feeds["q"].astype(np.float64) @ feeds["kt"] / np.sqrt(5)
         np.testing.assert_allclose(outs["scaled"], s, rtol=1e-4, atol=1e-5)
     assert "scores_layer" in seen and "out_layer" in seen, seen
+
+
+@pytest.mark.usefixtures("require_gpu")
+def test_unfused_strategy_runs_the_chain_as_layers(rng, monkeypatch):
+    """The GPUs' default: the same results from the chain's own dispatches."""
+    monkeypatch.setenv("ENGINE_GPU_ATTENTION", "unfused")
+    proto, feeds = _attention(rng, mask="add", mask_shape=(2, 1, 1, 9))
+    outs, seen = _run(proto, feeds)
+    _check(outs, proto, feeds)
+    assert "scores_layer" in seen and "softmax_layer" in seen and "out_layer" in seen, seen
 
 
 def test_find_takes_the_exported_forms_only(rng):

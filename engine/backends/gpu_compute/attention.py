@@ -182,7 +182,8 @@ class AttentionTable:
         """At the scores MatMul ``layer``: a pending tensor standing for its product, its
         chain's middle layers marked; None: the MatMul records as usual."""
         chain = self._chains.get(id(layer))
-        if chain is None or self.placement is None or not self._fits(ctx, chain, metas, scores):
+        if chain is None or self.placement is None or ctx.attention_strategy != "fused" \
+                or not self._fits(ctx, chain, metas, scores):
             return None
         alpha = 1.0
         if chain.scale is not None:

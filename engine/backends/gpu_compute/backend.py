@@ -80,6 +80,13 @@ class GpuComputeBackend(Encoding, Readout, Backend):
         #: (coalesced) suits GPUs; ENGINE_GPU_COPY overrides
         self.copy_strategy = os.environ.get("ENGINE_GPU_COPY") or (
             "runs" if self.gpu.info.get("adapter_type") == "CPU" else "elements")
+        #: attention chains (``attention.py``): "fused" into one dispatch walking the keys
+        #: with an online softmax suits CPU adapters (scores never reach memory); on an H100
+        #: it ran 2-3x slower than the chain's own layers ("unfused": its few invocations,
+        #: four query rows each and hundreds of registers, leave a big GPU idle);
+        #: ENGINE_GPU_ATTENTION overrides
+        self.attention_strategy = os.environ.get("ENGINE_GPU_ATTENTION") or (
+            "fused" if self.gpu.info.get("adapter_type") == "CPU" else "unfused")
         self._encoder = None
         self._keep: list = []  # upload staging buffers alive until their encoder is submitted
         self._uniforms: OrderedDict[bytes, Any] = OrderedDict()
