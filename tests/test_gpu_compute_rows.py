@@ -1,8 +1,8 @@
 """GPU_COMPUTE's two ways along rows (Softmax, LogSoftmax, Layer-, Instance- and
-GroupNormalization): one invocation per row (CPU adapters) and one workgroup per row
-(GPUs), each forced with ENGINE_GPU_ROWS and checked against NumPy in float64, rows long
-and short, of lengths that are and are not multiples of the workgroup, and lines holding
-NaN and infinities."""
+GroupNormalization, the global pools' planes): one invocation per row (CPU adapters) and
+one workgroup per row (GPUs), each forced with ENGINE_GPU_ROWS and checked against NumPy in
+float64, rows long and short, of lengths that are and are not multiples of the workgroup,
+and lines holding NaN and infinities."""
 
 from __future__ import annotations
 
@@ -121,3 +121,43 @@ def test_instance_and_group_norm_rows(strategy, rng, monkeypatch):
     gn = (g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5)
     want = gn.reshape(x.shape) * scale[:, None, None] + bias[:, None, None]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 72, 28, 28), (1, 960, 7, 7), (1, 16, 56, 56),
+                                   (3, 5, 8, 8), (1, 4, 1, 65), (1, 3, 2, 3)])
+def test_global_pool_planes(op, shape, strategy, rng, monkeypatch):
+    """Planes shorter and longer than the workgroup, and than the two-pass split's 1024."""
+    x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+    node = helper.make_node(op, ["x"], ["y"])
+    out = list(shape[:2]) + [1, 1]
+    proto = helper.make_model(helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)]),
+        opset_imports=[helper.make_opsetid("", 18)])
+    got = _run(proto, x, strategy, monkeypatch)
+    x64 = x.astype(np.float64)
+    want = x64.mean(axis=(2, 3), keepdims=True) if op == "GlobalAveragePool" \
+        else x64.max(axis=(2, 3), keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_global_pool_planes_special_values(strategy, rng, monkeypatch):
+    """A NaN in a plane makes its mean and maximum NaN; +inf and -inf as NumPy gives them."""
+    x = rng.standard_normal((1, 4, 12, 12)).astype(np.float32)
+    x[0, 0, 5, 7] = np.nan
+    x[0, 1, 0, 0] = np.inf
+    x[0, 2, :, :] = -np.inf
+    x[0, 3, 11, 11] = np.nan
+    for op, ref in (("GlobalAveragePool", np.mean), ("GlobalMaxPool", np.max)):
+        proto = helper.make_model(helper.make_graph(
+            [helper.make_node(op, ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1, 1])]),
+            opset_imports=[helper.make_opsetid("", 18)])
+        got = _run(proto, x, strategy, monkeypatch)
+        with np.errstate(all="ignore"):
+            want = ref(x.astype(np.float64), axis=(2, 3), keepdims=True)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)

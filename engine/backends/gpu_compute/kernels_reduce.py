@@ -93,11 +93,16 @@ SPLIT_VALUES = 64
 
 def _global_pool(ctx, x, shape, out_meta, op: str):
     planes, R = shape[0] * shape[1], size_of(shape[2:])
+    mean = op == "ReduceMean"
+    if planes and wide_rows(ctx, R):  # GPUs: a workgroup per plane (reduce_rows.wgsl)
+        y = ctx.tensor(out_meta)
+        ctx.dispatch(Program.of("reduce_rows.wgsl", OP="ReduceSum" if mean else op), [x, y],
+                     pack(planes, R, 0, 0, 1.0 / R if mean else 1.0), planes)
+        return y
     if R < SPLIT_PLANE or planes >= SPLIT_MAX_PLANES:
         return run_reduce(ctx, x, shape, list(range(2, len(shape))), out_meta, op)
     S = -(-R // SPLIT_VALUES)
     partial = ctx.tensor(Meta((planes, S), np.dtype(np.float32)))
-    mean = op == "ReduceMean"
     ctx.dispatch(Program.of("reduce_partial.wgsl", OP="ReduceSum" if mean else op),
                  [x, partial], pack(planes, R, S, 0, 1.0 / R if mean else 1.0),
                  -(-planes * S // 64))
