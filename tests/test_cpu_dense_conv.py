@@ -1,7 +1,8 @@
-"""Patchify convolutions (kernel = stride, few input channels: ConvNeXt's and ViT's stems) on
-the channel-blocked dense kernel (``conv_plan``'s "dense" kind), against onnxruntime on
-fresh random data: planes that the stride does not divide, padding, batches, fused
-activations, NaN and Inf, and a residual the register-blocked kernel takes instead."""
+"""Patchify convolutions (kernel = stride: ConvNeXt's and ViT's stems) on the channel-blocked
+dense kernel (``conv_plan``'s "dense" kind, small patches) and as patch rows times the
+weights (the "patches" kind, deep patches), against onnxruntime on fresh random data: planes
+that the stride does not divide, padding, batches, fused activations, NaN and Inf, and a
+residual."""
 
 from __future__ import annotations
 
@@ -55,10 +56,27 @@ def test_patchify_matches_onnxruntime(rng, c, m, k, shape):
     _check(proto, {"x": rng.standard_normal(shape).astype(np.float32)})
 
 
-def test_many_taps_stay_register_blocked(rng):
-    """ViT's 16 x 16 patches ran no faster on the dense kernel."""
-    proto = _model(rng, 3, 48, 16)
-    _check(proto, {"x": rng.standard_normal((1, 3, 64, 48)).astype(np.float32)}, "blocked")
+@pytest.mark.parametrize("c,m,k,shape", [(3, 48, 16, (1, 3, 64, 48)), (3, 20, 16, (2, 3, 70, 35)),
+                                         (9, 24, 8, (1, 9, 40, 41)), (2, 16, 12, (1, 2, 50, 37))])
+def test_deep_patches_as_rows(rng, c, m, k, shape):
+    """ViT's 16 x 16 patches: one copy into patch rows, one product (planes the stride does
+    not divide drop their last rows and columns, as the convolution does)."""
+    _check(_model(rng, c, m, k), {"x": rng.standard_normal(shape).astype(np.float32)},
+           "patches")
+
+
+@pytest.mark.parametrize("act", ["Relu", "Sigmoid", None])
+def test_deep_patches_fused_epilogues_and_special_values(rng, act):
+    x = rng.standard_normal((2, 3, 32, 48)).astype(np.float32)
+    x[0, 1, 3, 4], x[1, 2, 30, 47] = np.nan, np.inf
+    _check(_model(rng, 3, 24, 16, act=act), {"x": x}, "patches")
+    feeds = {"x": x, "r": rng.standard_normal((2, 24, 2, 3)).astype(np.float32)}
+    _check(_model(rng, 3, 24, 16, act=act, residual=True), feeds, "patches")
+
+
+def test_padded_deep_patches_stay_register_blocked(rng):
+    proto = _model(rng, 3, 16, 16, pads=2)
+    _check(proto, {"x": rng.standard_normal((1, 3, 60, 44)).astype(np.float32)}, "blocked")
 
 
 @pytest.mark.parametrize("act", ["Relu", "HardSwish", "LeakyRelu", "Sigmoid", "Tanh"])

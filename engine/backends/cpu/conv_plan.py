@@ -60,13 +60,20 @@ class ConvPlan:
 
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
-                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone", "dn")
+                 "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone", "dn",
+                 "patch")
 
 
 #: patchify convolutions with few input channels on the blocked dense kernel (``nchw16c_dense``),
 #: up to this many taps
 DENSE_PATCHES = True
 DENSE_MAX_TAPS = 64
+#: patchify convolutions of at least PATCH_MIN_TAPS taps and PATCH_MIN_DEPTH values a patch
+#: (ViT's 16 x 16 x 3) copy their patches as rows and run one sgemm ("patches"); False: the
+#: register-blocked kernel, which walks one stride phase per tap
+PATCH_ROWS = True
+PATCH_MIN_TAPS = 64
+PATCH_MIN_DEPTH = 256
 
 
 def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
@@ -173,6 +180,14 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
         # 725 -> 769, so not there); with a fused epilogue, the register-blocked kernel
         plan.kind, plan.dn = "dense", nchw16c_dense.Dense(w, bias, act)
         plan.gd = (*g.kernel, *g.strides, *g.pads_begin)
+    if (plan.kind == "blocked" and g.rank == 2 and PATCH_ROWS
+            and tuple(g.kernel) == tuple(g.strides) and tuple(g.dilations) == (1, 1)
+            and not any(g.pads) and g.kernel[0] * g.kernel[1] >= PATCH_MIN_TAPS
+            and C * g.kernel[0] * g.kernel[1] >= PATCH_MIN_DEPTH):
+        # kernel = stride, no padding: each output's patch is kh runs of kw input values per
+        # channel, so im2col is one strided copy (no overlap) into a (pixels, C kh kw) matrix
+        # and the product reads it transposed; the blocked kernel walked 256 stride phases
+        plan.kind, plan.blk, plan.patch = "patches", None, tuple(g.kernel)
     if plan.kind == "blocked" and g.rank == 1 and conv_row.wanted(
             group, M * C * K * g.out_shape[0], x.shape[0]):
         plan.alone = conv_row.row_call(w, b, act[0], plan.params, g.strides, g.dilations,

@@ -100,6 +100,22 @@ def _conv_pooled(layer, x, w, bias, pool):
                             (ACT_NONE, plan.params), pool)
 
 
+def _patches(plan, x, out, act, params, res3, fz):
+    """A patchify convolution (kernel = stride, no padding, ``conv_plan``'s "patches"): the
+    patches copied as the rows of one matrix, then one product with the weights."""
+    N, C = x.shape[:2]
+    (kh, kw), (oh, ow) = plan.patch, plan.out_shape
+    out3 = out.reshape(N, out.shape[1], oh * ow)
+    rows = _SCRATCH.get((oh * ow, C * kh * kw), x.dtype)
+    for n in range(N):
+        np.copyto(rows.reshape(oh, ow, C, kh, kw), x[n, :, :oh * kh, :ow * kw]
+                  .reshape(C, oh, kh, ow, kw).transpose(1, 3, 0, 2, 4))
+        og = out3[n]
+        threads.matmul(plan.w2, rows.T, og, after=_epi(
+            og, plan.b, plan, act, params, None if res3 is None else res3[n], fz))
+    return out
+
+
 @cpu_kernel("Conv")
 def Conv(layer, inputs):
     return conv(layer, inputs)
@@ -177,6 +193,8 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
         post = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
         return conv_shift.run(plan.sg, plan.w2, plan.b, x, out, a0, params, res3, post,
                               _SCRATCH)
+    if plan.kind == "patches":
+        return _patches(plan, x, out, a0, params, res3, fz)
     if plan.kind == "winograd":
         res4 = None if res3 is None else res3.reshape(out.shape)
         post_code, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
