@@ -138,3 +138,24 @@ def test_conv_transpose_several_pixels(xs, ws, attrs, rng):
     bias = ("b", rng.standard_normal(ws[1]).astype(np.float32))
     w = ("w", rng.standard_normal(ws).astype(np.float32))
     check("ConvTranspose", [xs], rng, attrs, consts=[w, bias])
+
+
+@pytest.mark.parametrize("op,shapes,attrs", [
+    ("Conv", [(1, 5, 9, 40), (6, 5, 3, 3)], {"pads": [1, 1, 1, 1]}),
+    ("Conv", [(1, 4, 6, 33), (4, 1, 3, 3)], {"group": 4}),
+    ("MatMul", [(2, 9, 20), (2, 20, 36)], {}),
+])
+def test_one_target_per_pass(op, shapes, attrs, rng, monkeypatch):
+    """ENGINE_GPU_PIXEL_TARGETS=one: every pass writes one target (no column copies), with
+    the results of the multi-target passes (rows wide enough for several targets)."""
+    monkeypatch.setenv("ENGINE_GPU_PIXEL_TARGETS", "one")  # read when the backend is created
+    from engine.backends.gpu_pixel import targets
+
+    copies = []
+    monkeypatch.setattr(targets, "copy_columns", lambda *a: copies.append(a))
+    if op == "Conv":
+        w = ("w", rng.standard_normal(shapes[1]).astype(np.float32))
+        check(op, shapes[:1], rng, attrs, consts=[w])
+    else:
+        check(op, shapes, rng, attrs)
+    assert not copies

@@ -52,6 +52,11 @@ class GpuPixelBackend(Backend):
         rows = os.environ.get("ENGINE_GPU_ROWS") or (
             "thread" if self.dev.info.get("adapter_type") == "CPU" else "workgroup")
         self.split_rows = rows == "workgroup"
+        #: convolution and MatMul passes: a fragment computes up to 8 output columns, one
+        #: colour target each, the extra targets' columns copied into place after the pass
+        #: ("multi"), or one ("one": no copies; on lavapipe 30-45% less host time and up to
+        #: 1.6x the GPU time, see docs/PERFORMANCE.md); ENGINE_GPU_PIXEL_TARGETS overrides
+        self.targets = os.environ.get("ENGINE_GPU_PIXEL_TARGETS") or "multi"
         self.label = ""
         self._closed = False
         self.replay = replay if replay is not None else \

@@ -88,7 +88,10 @@ def color_targets(be) -> int:
 def pixels_per_fragment(be, ow: int, widest: int = 8) -> int:
     """Output pixels a fragment of such a pass computes (its colour targets): the most of
     ``WIDTHS`` (at most ``widest``) the device's colour-target limits allow (8 rgba32float
-    targets need 128 bytes a sample) on rows of at least twice as many pixels, else 1."""
+    targets need 128 bytes a sample) on rows of at least twice as many pixels, else 1 (and
+    always 1 where the backend's ``targets`` is "one")."""
+    if be.targets == "one":
+        return 1
     most = color_targets(be)
     for per in WIDTHS:
         if per <= min(most, widest) and ow >= 2 * per:
