@@ -28,9 +28,9 @@ fn tanh_f(x: f32) -> f32 {
 // out). Where the device needs it and its fma is fused (gpu_common/arith_probe.py sets
 // DIV_CORRECTION), the reciprocal takes one Newton step and the quotient a second one on its
 // exact remainder: on an H100 this gave NumPy's quotient for a million random pairs, where
-// correcting the driver's own quotient by (a - q b) / b left 15% of them 1 ulp off (that
-// correction divides again, as inexactly). Zeros, infinities, NaN and reciprocals outside
-// the normal range keep the plain quotient.
+// correcting the driver's own quotient by (a - q b) / b left 15% of them 1 ulp off (why is
+// not established: that remainder was exact). Zeros, infinities, NaN and reciprocals
+// outside the normal range keep the plain quotient.
 override DIV_CORRECTION: bool = false;
 
 fn div_f(a: f32, b: f32) -> f32 {

@@ -82,7 +82,7 @@ class GpuComputeBackend(Encoding, Readout, Backend):
             "runs" if self.gpu.info.get("adapter_type") == "CPU" else "elements")
         #: attention chains (``attention.py``): "fused" into one dispatch walking the keys
         #: with an online softmax suits CPU adapters (scores never reach memory); on an H100
-        #: it ran 2-3x slower than the chain's own layers ("unfused": its few invocations,
+        #: it ran 1.3-2.6x slower than the chain's own layers ("unfused": its few invocations,
         #: four query rows each and hundreds of registers, leave a big GPU idle);
         #: ENGINE_GPU_ATTENTION overrides
         self.attention_strategy = os.environ.get("ENGINE_GPU_ATTENTION") or (
