@@ -1,8 +1,8 @@
 """The shaders' corrected division (``div_f``, ``div_f4`` in ``common/math.wgsl`` with
 ``DIV_CORRECTION`` on), forced on whatever adapter runs the tests: it compiles, it gives
-NumPy's float32 quotient where the device's fma is fused (to 1 ulp where it is a multiply and
-an add, as on lavapipe, whose own division is exact and never corrected), and zeros,
-infinities, NaN and divisors whose reciprocal leaves the normal range keep the plain
+NumPy's float32 quotient where the device's fma is fused (to 1 ulp of the quotient where it is
+a multiply and an add, as on lavapipe, whose own division is exact and never corrected), and
+zeros, infinities, NaN and divisors whose reciprocal leaves the normal range keep the plain
 quotient."""
 
 from __future__ import annotations
@@ -60,8 +60,11 @@ def _divide(device, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return got
 
 
-def _ulps(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return np.abs(x.view(np.int32).astype(np.int64) - y.view(np.int32).astype(np.int64))
+def _ulps(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    # in units of the gap above the reference quotient: a result one float below an exact
+    # power of two is 1 ulp off (the gap below it is half as wide, so counting floats says 2)
+    err = np.abs(got.astype(np.float64) - want.astype(np.float64))
+    return err / np.spacing(np.abs(want)).astype(np.float64)
 
 
 def test_corrected_quotients(rng):
@@ -76,7 +79,7 @@ def test_corrected_quotients(rng):
     want = a / b
     limit = 0 if probe(device)["fused_fma"] else 1
     for lane in range(2):
-        worst = int(_ulps(got[:, lane], want).max())
+        worst = float(_ulps(got[:, lane], want).max())
         assert worst <= limit, (lane, worst, limit)
 
 
