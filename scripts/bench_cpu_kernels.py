@@ -52,6 +52,7 @@ def bench(proto: onnx.ModelProto, xshape, flops: float, repeat: int, threads: in
 
     from engine import ModelLoader
     from engine.backends.cpu.registry import KERNELS
+    from engine.bench import SETTLE_S
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
@@ -79,6 +80,9 @@ def bench(proto: onnx.ModelProto, xshape, flops: float, repeat: int, threads: in
             t = time.perf_counter()
             sess.run(None, {"x": x})
             theirs.append(time.perf_counter() - t)
+        # onnxruntime's pool spins for a while after a run: timed then, the engine shares
+        # its cores with it (2-4x slower here)
+        time.sleep(SETTLE_S)
     a, b = float(np.median(ours)) * 1e3, float(np.median(theirs)) * 1e3
     rate = f"  {flops / a / 1e6:6.1f} vs {flops / b / 1e6:6.1f} GFLOP/s" if flops else ""
     return f"engine {a:7.3f} ms  onnxruntime {b:7.3f} ms  {a / b:5.2f}x{rate}  err {err:.1e}"
