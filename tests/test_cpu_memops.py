@@ -181,13 +181,14 @@ def test_strided_pools(rng, nthreads, op, shape):
         _check_pool(rng, op, shape, k, s, pads, cp=int(rng.integers(0, 2)), ceil=ceil, nans=4)
 
 
-@pytest.mark.parametrize("shape", [(1, 136, 28, 28), (2, 3, 9, 31), (1, 2, 4, 29)])
+@pytest.mark.parametrize("shape", [(1, 136, 28, 28), (2, 3, 9, 31), (1, 2, 4, 29),
+                                   (1, 272, 14, 14), (1, 3, 5, 3), (2, 2, 4, 3)])
 @pytest.mark.parametrize("cp", [0, 1])
 def test_average_pool_3x3_stride2(rng, nthreads, shape, cp):
-    """3x3/stride-2 average pools on rows of 28 or more (``pool_avg3s2``) against the float64
-    reference: every pad on each side from 0 to 2 (windows over one or two pad rows and
-    columns, the counts with and without the pads) and ceil_mode (windows past the explicit
-    end pads)."""
+    """3x3/stride-2 average pools (``pool_avg3s2``, rows of any length down to three
+    columns) against the float64 reference: every pad on each side from 0 to 2 (windows over
+    one or two pad rows and columns, the counts with and without the pads) and ceil_mode
+    (windows past the explicit end pads)."""
     for pads, ceil in (([1, 1, 1, 1], 0), ([0, 0, 0, 0], 0), ([1, 0, 0, 1], 0),
                        ([2, 2, 2, 2], 0), ([0, 1, 2, 0], 1), ([1, 1, 1, 1], 1)):
         _check_pool(rng, "AveragePool", shape, [3, 3], [2, 2], pads, cp=cp, ceil=ceil, nans=2)

@@ -263,10 +263,8 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
                 lambda gate, gen, polls, chunk: max3s2_claimed(gate, gen, polls, chunk, xs,
                                                                os_, g4), N * C, grain)
             return out
-        # rows shorter than 28 stay with the row kernel (272 planes of 14 x 14: 1.7x slower
-        # here, the row loops too short for whole vectors; 56 x 56: 1.9x faster)
         if mode == AVG and (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1) and \
-                xs.shape[2] >= 28 and x.dtype in (np.float32, np.float64):
+                x.dtype in (np.float32, np.float64):
             g4 = (ph, pw, eh, ew)
             threads.parallel_tasks(
                 lambda lo, hi: avg3s2(xs, os_, g4, cp, lo, hi),
