@@ -35,6 +35,43 @@ def _at(ev, od, c):
 
 
 @njit(nogil=True, cache=True, fastmath=FAST)
+def _with_edges(x, out, g, r0, r1):
+    """``max3s2`` for pools with windows over a row's edges: the window rows' maximum per
+    column goes into a buffer that holds the row's padding as -inf, so every output column,
+    the edges included, is the same interleaved three-column maximum. The edge windows one
+    at a time (below) made Inception's pools with an end pad on even rows 1.3-3.6x slower
+    one thread (320 planes of 28 x 28 394 -> 144 us, 576 of 14 x 14 348 -> 96 us); without
+    edge windows (SqueezeNet's odd rows) the even/odd split is 1.2-1.5x faster."""
+    ph, pw, eh, ew = g
+    NC, H, W = x.shape
+    _, oh, ow = out.shape
+    v = np.full(max(2 * ow + 1, W + pw) + 1, -np.inf, x.dtype)  # v[i]: column i - pw
+    for nc in range(r0, r1):
+        xp, op = x[nc], out[nc]
+        for y in range(oh):
+            a0 = max(2 * y - ph, 0)
+            k = min(2 * y - ph + 3, H) - a0  # valid input rows a0, a0 + 1, ...
+            if k <= 0:
+                op[y, :] = -np.inf
+                continue
+            b0 = a0 + min(k - 1, 1)
+            c0 = a0 + max(k - 1, 0)
+            bad = False
+            for c in range(W):
+                a, b, d = xp[a0, c], xp[b0, c], xp[c0, c]
+                bad |= (a != a) | (b != b) | (d != d)
+                v[pw + c] = _mp(_mp(a, b), d)
+            if bad:
+                for c in range(W):
+                    v[pw + c] = _mx(_mx(xp[a0, c], xp[b0, c]), xp[c0, c])
+                for q in range(ow):
+                    op[y, q] = _mx(_mx(v[2 * q], v[2 * q + 1]), v[2 * q + 2])
+            else:
+                for q in range(ow):
+                    op[y, q] = _mp(_mp(v[2 * q], v[2 * q + 1]), v[2 * q + 2])
+
+
+@njit(nogil=True, cache=True, fastmath=FAST)
 def max3s2(x, out, g, r0, r1):
     """3x3/stride-2 max pool of planes r0:r1. x: (NC, H, W); out: (NC, oh, ow); ``g``: ph,
     pw and the explicit end pads eh, ew. A window of padding only gives -inf; a NaN in a
@@ -45,6 +82,9 @@ def max3s2(x, out, g, r0, r1):
     # output columns whose window lies inside the row: q0 <= q < q1
     q0 = max(min((pw + 1) // 2, ow), 0)
     q1 = max(min(ow, (W - 3 + pw) // 2 + 1), q0)
+    if q0 > 0 or q1 < ow:
+        _with_edges(x, out, g, r0, r1)
+        return
     W2 = W // 2
     s = 2 * q0 - pw  # the first input column of output q0's window
     j, n = s // 2, q1 - q0
