@@ -10,7 +10,9 @@ view with row numbers that cannot be negative, so Numba's negative-index test an
 reference counts of per-row views stay out of the loops (per-row views, the NaN-propagating
 maximum everywhere and reading columns 2t, 2t + 1, 2t + 2 of one row made this kernel 1.8x
 (64 planes of 111 x 111) to 2.4x (256 of 27 x 27) slower; the general row kernel's runtime
-kernel size, padded buffer and pass per tap another 1.5x).
+kernel size, padded buffer and pass per tap another 1.5x). Pools whose windows reach past a
+row's edges (padding, or an even row with an end pad) go through ``_with_edges`` instead,
+which holds the padding in the row buffer so the edges need no windows of their own.
 """
 
 from __future__ import annotations
