@@ -36,6 +36,15 @@ def _at(ev, od, c):
     return ev[c // 2] if c % 2 == 0 else od[c // 2]
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _window_rows(y, ph, H):
+    """The input rows of output row ``y``'s window (a0, b0, c0: the last one repeated when the
+    padding leaves fewer than three, which changes no maximum) and how many are valid (k)."""
+    a0 = max(2 * y - ph, 0)
+    k = min(2 * y - ph + 3, H) - a0
+    return a0, a0 + max(min(k - 1, 1), 0), a0 + max(k - 1, 0), k
+
+
 @njit(nogil=True, cache=True, fastmath=FAST)
 def _with_edges(x, out, g, r0, r1):
     """``max3s2`` for pools with windows over a row's edges: the window rows' maximum per
@@ -51,13 +60,10 @@ def _with_edges(x, out, g, r0, r1):
     for nc in range(r0, r1):
         xp, op = x[nc], out[nc]
         for y in range(oh):
-            a0 = max(2 * y - ph, 0)
-            k = min(2 * y - ph + 3, H) - a0  # valid input rows a0, a0 + 1, ...
+            a0, b0, c0, k = _window_rows(y, ph, H)
             if k <= 0:
                 op[y, :] = -np.inf
                 continue
-            b0 = a0 + min(k - 1, 1)
-            c0 = a0 + max(k - 1, 0)
             bad = False
             for c in range(W):
                 a, b, d = xp[a0, c], xp[b0, c], xp[c0, c]
@@ -106,13 +112,10 @@ def max3s2(x, out, g, r0, r1):
     for nc in range(r0, r1):
         xp, op = x[nc], out[nc]
         for y in range(oh):
-            a0 = max(2 * y - ph, 0)
-            k = min(2 * y - ph + 3, H) - a0  # valid input rows a0, a0 + 1, ...
+            a0, b0, c0, k = _window_rows(y, ph, H)
             if k <= 0:
                 op[y, :] = -np.inf
                 continue
-            b0 = a0 + min(k - 1, 1)
-            c0 = a0 + max(k - 1, 0)
             bad = False
             for t in range(W2):
                 a, b, c = xp[a0, 2 * t], xp[b0, 2 * t], xp[c0, 2 * t]
