@@ -92,12 +92,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=40)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--conv", action="append", metavar="C,H,W,M,K,S,P,G",
+                    help="a convolution case instead of the defaults (repeatable): input "
+                         "channels, height, width, output channels, kernel, stride, pad, group")
     args = ap.parse_args()
     from engine.backends.cpu import threads
 
     threads.set_threads(args.threads)
     rng = np.random.default_rng(1)
-    for C, H, W, M, k, s, p, g in CONVS:
+    cases = [tuple(int(v) for v in c.split(",")) for c in args.conv] if args.conv else CONVS
+    for C, H, W, M, k, s, p, g in cases:
         w = (rng.standard_normal((M, C // g, k, k)) * 0.1).astype(np.float32)
         b = rng.standard_normal(M).astype(np.float32)
         oh, ow = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
@@ -107,6 +111,8 @@ def main() -> None:
         name = f"Conv {C}->{M} {k}x{k}/{s} {H}x{W}" + (f" g{g}" if g > 1 else "")
         print(f"{name:<28} {bench(proto, (1, C, H, W), flops, args.repeat, args.threads)}",
               flush=True)
+    if args.conv:
+        return
     for shape, attrs in (((1, 64, 111, 111), dict(kernel_shape=[3, 3], strides=[2, 2])),
                          ((1, 192, 56, 56), dict(kernel_shape=[3, 3], strides=[2, 2],
                                                  pads=[0, 0, 1, 1]))):

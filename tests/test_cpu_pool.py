@@ -131,7 +131,7 @@ def _count_claims(gate, generation, polls, chunk, seen, spin_per_task):
     spin.open_gate(gate)
     n = seen.shape[0]
     while True:
-        t0 = spin.claim(gate, generation, chunk)
+        t0 = spin.claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         for t in range(t0, min(n, t0 + chunk)):
@@ -174,13 +174,44 @@ def test_gated_jobs_after_the_helpers_went_to_sleep(many_threads):
 def test_claims_of_an_ended_job_take_nothing():
     gate = spin.new_gate()
     spin.arm_gate(gate, 7, 10)
-    assert spin.claim(gate, 7, 4) == 0
-    assert spin.claim(gate, 7, 4) == 4
-    assert spin.claim(gate, 7, 4) == 8  # the last two
-    assert spin.claim(gate, 7, 4) == -1
+    assert spin.claim(gate, 7, 4, False) == 0
+    assert spin.claim(gate, 7, 4, False) == 4
+    assert spin.claim(gate, 7, 4, False) == 8  # the last two
+    assert spin.claim(gate, 7, 4, False) == -1
     spin.arm_gate(gate, 8, 5)
-    assert spin.claim(gate, 7, 1) == -1  # a late kernel of job 7 finds job 8's tasks closed
-    assert spin.claim(gate, 8, 5) == 0
+    assert spin.claim(gate, 7, 1, False) == -1  # a late kernel of job 7 finds job 8's closed
+    assert spin.claim(gate, 8, 5, True) == 0
+
+
+@pytest.mark.parametrize("split_ends", [True, False])
+def test_helpers_claim_from_the_end(monkeypatch, split_ends):
+    """The caller's claims go up from task 0 and a helper's down from the last chunk, on the
+    same chunk grid, and together they take every task once; with SPLIT_ENDS off all claims
+    go up from the start."""
+    monkeypatch.setattr(spin, "SPLIT_ENDS", split_ends)
+    gate = spin.new_gate()
+    spin.arm_gate(gate, 3, 10)
+    order = [spin.claim(gate, 3, 3, helper) for helper in (True, False, True, False, True)]
+    if split_ends:
+        assert order == [9, 0, 6, 3, -1]  # chunks 9, 6-8, 3-5, 0-2: each once
+    else:
+        assert order == [0, 3, 6, 9, -1]
+    assert spin.claim(gate, 3, 3, False) == -1
+
+
+def test_a_gated_job_of_too_many_tasks_is_refused_by_the_gate():
+    with pytest.raises(ValueError, match="tasks"):
+        spin.arm_gate(spin.new_gate(), 1, spin.MAX_TASKS)
+
+
+def test_generations_past_the_tag_width_still_separate_jobs():
+    """The generation is kept in 23 bits: a job number that wraps around still tells this
+    job from the previous one."""
+    gate = spin.new_gate()
+    for generation in ((1 << 23) - 1, 1 << 23, (1 << 40) + 5):
+        spin.arm_gate(gate, generation, 4)
+        assert spin.claim(gate, generation - 1, 1, False) == -1
+        assert spin.claim(gate, generation, 1, False) == 0
 
 
 def test_error_in_a_gated_kernel_reaches_the_caller(many_threads):

@@ -90,7 +90,7 @@ def attend_claimed(gate, generation, polls, chunk, ntask, qh, kp, vp, o, M, scal
     t = np.empty((ROWS, o.shape[2]), np.float32)
     inv = np.empty(ROWS, np.float32)
     while True:
-        t0 = claim(gate, generation, chunk)
+        t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         _tasks(qh, kp, vp, o, M, scale, add, keep, fill, mode, t0, min(ntask, t0 + chunk), s,

@@ -246,7 +246,7 @@ def blocked_claimed(gate, generation, polls, chunk, ntask, xf, cs, toff, wp, out
     open_gate(gate)
     sc, pooled = _scratch(out, Wq, rows, ph, pw)
     while True:
-        t0 = claim(gate, generation, chunk)
+        t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,

@@ -179,7 +179,7 @@ def depthwise_claimed(gate, generation, polls, chunk, x, w, out, g, mult, bias, 
     open_gate(gate)
     M = out.shape[0]
     while True:
-        m0 = claim(gate, generation, chunk)
+        m0 = claim(gate, generation, chunk, polls == 0)
         if m0 < 0:
             break
         depthwise_nchw(x, w, out, g, mult, bias, act, params, res, post, pparams, m0,

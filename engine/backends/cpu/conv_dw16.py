@@ -213,7 +213,7 @@ def dw16_claimed(gate, generation, polls, chunk, nblocks, x, wp, bp, kh, kw, sh,
     """``dw16_blocks`` as a gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
-        b0 = claim(gate, generation, chunk)
+        b0 = claim(gate, generation, chunk, polls == 0)
         if b0 < 0:
             break
         dw16_blocks(x, wp, bp, kh, kw, sh, sw, dh, dw, ph, pw, out, act, params, res, post,

@@ -259,7 +259,7 @@ def block_claimed(gate, generation, polls, chunk, by_rows, ntask, a, M, K, bp, y
     gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
-        t0 = claim(gate, generation, chunk)
+        t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         t1 = min(ntask, t0 + chunk)

@@ -195,7 +195,7 @@ def pw_claimed(gate, generation, polls, chunk, ntask, x, P, M, CB, wp, MB, bias,
     """``pw_tasks`` as a gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
-        t0 = claim(gate, generation, chunk)
+        t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         pw_tasks(x, P, M, CB, wp, MB, bias, act, prm, res, has_res, post, pprm, y, t0,
@@ -291,7 +291,7 @@ def dw_claimed(gate, generation, polls, chunk, ntask, x, H, W, wd, kh, kw, sh, s
     """``dw_tasks`` as a gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
-        t0 = claim(gate, generation, chunk)
+        t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         dw_tasks(x, H, W, wd, kh, kw, sh, sw, pt, pl, bias, act, prm, y, OH, OW, CB, RB, t0,

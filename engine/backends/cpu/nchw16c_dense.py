@@ -108,7 +108,7 @@ def dense_claimed(gate, generation, polls, chunk, ntask, x, C, H, W, wd, kh, kw,
     """``dense_tasks`` as a gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
-        t0 = claim(gate, generation, chunk)
+        t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
         dense_tasks(x, C, H, W, wd, kh, kw, sh, sw, pt, pl, bias, act, prm, y, M, OH, OW, MB,

@@ -75,7 +75,7 @@ def avg3s2_claimed(gate, generation, polls, chunk, x, out, g, count_pad):
     open_gate(gate)
     n = x.shape[0]
     while True:
-        r0 = claim(gate, generation, chunk)
+        r0 = claim(gate, generation, chunk, polls == 0)
         if r0 < 0:
             break
         avg3s2(x, out, g, count_pad, r0, min(n, r0 + chunk))

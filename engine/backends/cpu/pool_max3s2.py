@@ -157,7 +157,7 @@ def max3s2_claimed(gate, generation, polls, chunk, x, out, g):
     open_gate(gate)
     n = x.shape[0]
     while True:
-        r0 = claim(gate, generation, chunk)
+        r0 = claim(gate, generation, chunk, polls == 0)
         if r0 < 0:
             break
         max3s2(x, out, g, r0, min(n, r0 + chunk))

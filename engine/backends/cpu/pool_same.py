@@ -203,7 +203,7 @@ def pool_same_claimed(gate, generation, polls, chunk, x, out, g, is_max, count_p
     open_gate(gate)
     n = x.shape[0]
     while True:
-        r0 = claim(gate, generation, chunk)
+        r0 = claim(gate, generation, chunk, polls == 0)
         if r0 < 0:
             break
         pool_same(x, out, g, is_max, count_pad, r0, min(n, r0 + chunk))

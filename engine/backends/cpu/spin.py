@@ -139,16 +139,27 @@ def _swap_if(typingctx, arr, i, expected, value):
 #   gate[GATE_STATE]  GATE_PLAIN for a plain Python job; for a gated one GATE_SHUT until a
 #                     thread has entered the kernel (its caller still holds the GIL), then
 #                     GATE_OPEN
-#   gate[GATE_WORK]   the job's generation (high 32 bits) and its next unclaimed task
-#   gate[GATE_TASKS]  the number of tasks
+#   gate[GATE_WORK]   the job's generation (bits 40-62), the tasks claimed from the end
+#                     (bits 20-39) and the next unclaimed task from the front (bits 0-19)
+#   gate[GATE_TASKS]  the number of tasks (below MAX_TASKS)
 #   gate[GATE_OUT]    helpers that took the job and are not back in their wait yet
+#   gate[GATE_SIDES]  1: helpers claim from the end (``claim``), 0: from the front
 # Claims check the generation, so a helper that reaches a kernel after its job has ended
 # can never take tasks of the next one. The caller's kernel waits, without the GIL, until
 # the helpers that took the job are back in ``finish_and_wait``: they get the GIL back from
 # the kernel while nobody else wants it, and the caller gets it back likewise.
 GATE_PLAIN, GATE_SHUT, GATE_OPEN = -1, 0, 1
-GATE_STATE, GATE_WORK, GATE_TASKS, GATE_OUT = 0, 1, 2, 3
-_LOW = (1 << 32) - 1
+GATE_STATE, GATE_WORK, GATE_TASKS, GATE_OUT, GATE_SIDES = 0, 1, 2, 3, 4
+#: a gated job has fewer tasks than this (``parallel_tasks`` runs larger ones otherwise)
+MAX_TASKS = 1 << 20
+_TASK_MASK = MAX_TASKS - 1
+_GEN_MASK = (1 << 23) - 1
+#: helpers claim a gated job's tasks from its end, the caller from its start: each thread
+#: then works on the same part of every layer's output (tasks are ordered by where they
+#: write), so a layer finds most of its input in its own core's cache, where the previous
+#: layer wrote it. Reading 1.5 MB another core wrote took 110 us here, 50 us from the
+#: reader's own L2 cache. False: all threads claim from the start (tests, benchmarks)
+SPLIT_ENDS = True
 
 
 def new_gate() -> np.ndarray:
@@ -160,8 +171,11 @@ def new_gate() -> np.ndarray:
 
 def arm_gate(gate: np.ndarray, generation: int, tasks: int) -> None:
     """Set ``gate`` up for gated job ``generation`` of ``tasks`` tasks (before posting it)."""
+    if not 0 <= tasks < MAX_TASKS:
+        raise ValueError(f"a gated job has 0 to {MAX_TASKS - 1} tasks, not {tasks}")
     gate[GATE_TASKS] = tasks
-    gate[GATE_WORK] = (generation & 0x7FFFFFFF) << 32
+    gate[GATE_SIDES] = 1 if SPLIT_ENDS else 0
+    gate[GATE_WORK] = (generation & _GEN_MASK) << 40
     gate[GATE_STATE] = GATE_SHUT
 
 
@@ -173,25 +187,39 @@ def open_gate(gate):
 
 
 @numba.njit(nogil=True, cache=True)
-def claim(gate, generation, chunk):
+def claim(gate, generation, chunk, helper):
     """The first of the next (at most) ``chunk`` unclaimed tasks of job ``generation``, or -1
-    when none are left or the gate has moved on to another job."""
-    tag = (generation & 0x7FFFFFFF) << 32
+    when none are left or the gate has moved on to another job. A ``helper`` (a pool thread,
+    not the caller) takes the last unclaimed chunk where ``GATE_SIDES`` says so: chunks lie
+    on multiples of ``chunk`` either way (every claimer of a job passes the same one)."""
+    tag = (generation & _GEN_MASK) << 40
     tasks = _load_at(gate, GATE_TASKS)
+    from_end = helper and _load_at(gate, GATE_SIDES) != 0
     while True:
         work = _load_at(gate, GATE_WORK)
-        first = work & _LOW
-        if work - first != tag or first >= tasks:
+        if work >> 40 != generation & _GEN_MASK:
             return -1
-        if _swap_if(gate, GATE_WORK, work, work + min(chunk, tasks - first)):
-            return first
+        first = work & _TASK_MASK
+        taken_end = (work >> 20) & _TASK_MASK
+        end = tasks - taken_end
+        if first >= end:
+            return -1
+        if from_end:
+            t0 = (end - 1) // chunk * chunk
+            new = tag | ((tasks - t0) << 20) | first
+        else:
+            t0 = first
+            new = tag | (taken_end << 20) | min(first + chunk, tasks)
+        if _swap_if(gate, GATE_WORK, work, new):
+            return t0
 
 
 @numba.njit(nogil=True, cache=True)
 def _pending(gate, generation):
     """Whether job ``generation`` still has tasks to claim."""
     work = _load_at(gate, GATE_WORK)
-    return work >> 32 == generation & 0x7FFFFFFF and work & _LOW < _load_at(gate, GATE_TASKS)
+    return work >> 40 == generation & _GEN_MASK and \
+        work & _TASK_MASK < _load_at(gate, GATE_TASKS) - ((work >> 20) & _TASK_MASK)
 
 
 @numba.njit(nogil=True, cache=True)

@@ -9,12 +9,13 @@ parts run truly in parallel. Numba's own parallel kernels use the same thread co
 
 from __future__ import annotations
 
-import itertools
 import os
 import threading
+from collections import deque
 
 import numpy as np
 
+from engine.backends.cpu import spin
 from engine.backends.cpu.pool import WorkerPool
 
 # GNU OpenMP (Numba's threading layer here) spins between parallel regions by default; with
@@ -100,7 +101,9 @@ def parallel_for(fn, n: int, grain: int = 1) -> None:
 
     Chunks are handed out dynamically and the caller works too, so a helper thread that the
     OS does not schedule in time only means fewer chunks for it, never a wait for it to start.
-    A call made while the pool is busy (from a helper, or from another thread) runs alone.
+    The caller takes chunks from the start and the helpers from the end (``spin.SPLIT_ENDS``:
+    each core keeps working on the same part of every layer's data). A call made while the
+    pool is busy (from a helper, or from another thread) runs alone.
     """
     nt = threads()
     chunks = min(n // max(grain, 1), nt * CHUNKS_PER_THREAD)
@@ -109,12 +112,17 @@ def parallel_for(fn, n: int, grain: int = 1) -> None:
             fn(0, n)
         return
     bounds = [n * i // chunks for i in range(chunks + 1)]
-    taken = itertools.count()  # next() on it is atomic under the GIL
+    left = deque(range(chunks))  # (its pops are atomic)
+    caller = threading.get_ident()
     errors: list[BaseException] = []
 
     def work():
-        for i in taken:
-            if i >= chunks:
+        take = left.pop if spin.SPLIT_ENDS and threading.get_ident() != caller \
+            else left.popleft
+        while left:
+            try:
+                i = take()
+            except IndexError:  # another thread took the last chunk
                 return
             try:
                 fn(bounds[i], bounds[i + 1])
@@ -150,6 +158,9 @@ def parallel_tasks(plain, gated, n: int, grain: int = 1) -> None:
     if nt <= 1 or chunks <= 1 or pool is None or _serial:
         if n > 0:
             plain(0, n)
+        return
+    if n >= spin.MAX_TASKS:
+        parallel_for(plain, n, grain)
         return
     chunk = -(-n // chunks)
     errors: list[BaseException] = []
