@@ -11,6 +11,7 @@ from engine.backends.cpu import (
     conv_blocked,
     conv_direct,
     conv_dw16,
+    conv_pointwise,
     conv_row,
     conv_shift,
     conv_smallplane,
@@ -61,7 +62,7 @@ class ConvPlan:
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
                  "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone", "dn",
-                 "patch")
+                 "patch", "pwp")
 
 
 #: patchify convolutions with few input channels on the blocked dense kernel (``nchw16c_dense``),
@@ -94,7 +95,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
     plan.P = P = int(np.prod(g.out_shape))
     plan.act = act = activation_of(layer)
     plan.params = act_params(act, x.dtype)
-    plan.alone = None
+    plan.alone = plan.pwp = None
     b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
     if g.rank == 2 and group == C and w.shape[1] == 1:
         plan.kind = "depthwise"
@@ -194,6 +195,9 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
                                        g.pads_begin, g.pads_end, x.shape, g.out_shape[0])
     elif plan.kind == "blocked":
         plan.alone = conv_blocked.alone_call(plan.blk, b, act[0], plan.params, x.shape, M)
+    if plan.kind == "pointwise" and group == 1 and x.dtype == np.float32 \
+            and conv_pointwise.wanted(C, M, P):
+        plan.pwp = conv_pointwise.pack(plan.w2)
     layer.__dict__["_cpu_conv_plan"] = plan
     return plan
 

@@ -22,6 +22,7 @@ from engine.backends.cpu import (
     conv_blocked,
     conv_direct,
     conv_dw16,
+    conv_pointwise,
     conv_shift,
     conv_smallplane,
     threads,
@@ -204,6 +205,12 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
     out3 = out.reshape(N, M, P)
     K, w2, gi = plan.K, plan.w2, plan.gi
     x5 = x.reshape(N, C, *_as3d(x.shape[2:]))
+    if plan.pwp is not None and conv_pointwise.ENABLED:
+        post_code, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+        for n in range(N):
+            conv_pointwise.run(plan.pwp, x5[n].reshape(Cg, P), out3[n], plan.b, a0, params,
+                               None if res3 is None else res3[n], post_code, pp)
+        return out
     if plan.kind == "pointwise" and group == 1:
         for n in range(N):
             og = out3[n]
