@@ -11,7 +11,7 @@ channel, so the threads split the pixels (the caller the first ones). The bias a
 are applied in the registers; other epilogues (activations, a residual and the activation
 after it: ``activation.bias_res_act_rows``) run on the block a task has just written,
 still in cache. The last run of fewer than 48 pixels is
-computed from a zero-padded copy.
+computed 16 at a time from a zero-padded copy.
 """
 
 from __future__ import annotations
@@ -98,6 +98,31 @@ def _tile(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor):
 
 
 @njit(**_OPTS)
+def _tile16(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor):
+    """``_tile`` for 16 pixels (the last ones of a row of tasks)."""
+    a = vsplat(bias[m0])
+    b = vsplat(bias[m0 + 1])
+    c = vsplat(bias[m0 + 2])
+    d = vsplat(bias[m0 + 3])
+    e = vsplat(bias[m0 + 4])
+    f = vsplat(bias[m0 + 5])
+    g = vsplat(bias[m0 + 6])
+    h = vsplat(bias[m0 + 7])
+    for k in range(C):
+        x0 = vload(x, q)
+        w = wo + k * MR
+        a, b = vfma(vbcast(wp, w), x0, a), vfma(vbcast(wp, w + 1), x0, b)
+        c, d = vfma(vbcast(wp, w + 2), x0, c), vfma(vbcast(wp, w + 3), x0, d)
+        e, f = vfma(vbcast(wp, w + 4), x0, e), vfma(vbcast(wp, w + 5), x0, f)
+        g, h = vfma(vbcast(wp, w + 6), x0, g), vfma(vbcast(wp, w + 7), x0, h)
+        q += ldx
+    lo = vsplat(floor)
+    for u in (a, b, c, d, e, f, g, h):
+        vstore(y, o, vlt_select(u, lo, lo, u))
+        o += ldy
+
+
+@njit(**_OPTS)
 def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1):
     """Tasks ``t0:t1`` of ``y`` (M, P) = w @ ``x`` (C, P) and the epilogue: task t is
     pixels ``t * 48`` to ``t * 48 + 48`` (fewer in the last) of every output channel.
@@ -118,18 +143,21 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1):
             for mt in range(M // MR):
                 m0 = mt * MR
                 _tile(xf, P, p0, wp, m0 * C, C, yf, P, m0 * P + p0, b, m0, floor)
-        else:  # the last pixels: from a zero-padded copy, through a scratch block
-            xs = np.zeros(C * NB, np.float32)
+        else:  # the last pixels: 16 at a time, from a zero-padded copy, through scratch
+            nv = -(-n // 16)
+            xs = np.zeros(C * nv * 16, np.float32)
             for k in range(C):
                 for j in range(n):
-                    xs[k * NB + j] = xf[k * P + p0 + j]
-            ys = np.empty(MR * NB, np.float32)
+                    xs[k * nv * 16 + j] = xf[k * P + p0 + j]
+            ys = np.empty(MR * nv * 16, np.float32)
             for mt in range(M // MR):
                 m0 = mt * MR
-                _tile(xs, NB, 0, wp, m0 * C, C, ys, NB, 0, b, m0, floor)
+                for v in range(nv):
+                    _tile16(xs, nv * 16, v * 16, wp, m0 * C, C, ys, nv * 16, v * 16, b, m0,
+                            floor)
                 for i in range(MR):
                     for j in range(n):
-                        yf[(m0 + i) * P + p0 + j] = ys[i * NB + j]
+                        yf[(m0 + i) * P + p0 + j] = ys[i * nv * 16 + j]
         if has_res:
             bias_res_act_rows(y, bias, act, params, res, post, pparams, 0, M, p0, p0 + n)
         elif not inline:
