@@ -6,13 +6,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu.fastmath import erf_f32, sigmoid_f32, tanh_f32
+from engine.backends.cpu.fastmath import gelu_erf_f32, gelu_tanh_f32, sigmoid_f32
 
 EPI_BIAS, EPI_GELU_ERF, EPI_GELU_TANH, EPI_NONE, EPI_SIGMOID = 0, 1, 2, 3, 4
 _F32 = np.dtype(np.float32)
-_HALF, _ONE = np.float32(0.5), np.float32(1.0)
-_SQRT_HALF = np.float32(0.7071067811865476)
-_TANH_K, _TANH_C = np.float32(0.7978845608028654), np.float32(0.044715)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
@@ -28,12 +25,10 @@ def linear_epilogue(y, bias, act, res, has_res, r0, r1, c0, c1):
         row = y[r, c0:c1]
         if act == EPI_GELU_ERF:
             for c in range(c1 - c0):
-                v = row[c] + b[c]
-                row[c] = _HALF * v * (_ONE + erf_f32(v * _SQRT_HALF))
+                row[c] = gelu_erf_f32(row[c] + b[c])
         elif act == EPI_GELU_TANH:
             for c in range(c1 - c0):
-                v = row[c] + b[c]
-                row[c] = _HALF * v * (_ONE + tanh_f32(_TANH_K * (v + _TANH_C * v * v * v)))
+                row[c] = gelu_tanh_f32(row[c] + b[c])
         elif act == EPI_SIGMOID:
             for c in range(c1 - c0):
                 row[c] = sigmoid_f32(row[c] + b[c])
