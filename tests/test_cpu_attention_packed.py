@@ -1,5 +1,6 @@
-"""Long-sequence attention on packed panels and the vector softmax, against float64 NumPy
-(and the row-block path they replace), on fresh random data with masks of every kind."""
+"""Attention on packed panels (long sequences, and short ones whose heads divide over the
+threads) and the vector softmax, against float64 NumPy (and the row-block path they
+replace), on fresh random data with masks of every kind."""
 
 import numpy as np
 import pytest
@@ -33,7 +34,10 @@ def _heads(rng, heads, rows, d, keys, dv):
 @pytest.mark.parametrize("shape", [(3, 300, 32, 333, 32), (2, 130, 40, 700, 24),
                                    (1, 64, 64, 256, 64),
                                    # a partial last row block and key panel
-                                   (2, 70, 16, 261, 48)])
+                                   (2, 70, 16, 261, 48),
+                                   # short sequences: BERT- and GPT-sized heads
+                                   (4, 128, 64, 128, 64), (2, 64, 32, 64, 32),
+                                   (4, 70, 16, 45, 24)])
 def test_long_attention_matches_float64(shape, mode, threads_, rng):
     heads, rows, d, keys, dv = shape
     q, k, v = _heads(rng, heads, rows, d, keys, dv)
@@ -43,15 +47,34 @@ def test_long_attention_matches_float64(shape, mode, threads_, rng):
     elif mode == kaf.MASK_KEEP:
         mask = rng.random((rows, keys)) < 0.8
         mask[:, 0] = True
-    assert attention_packed.wanted(rows, keys, d, dv, True)
     before = threads.threads()
     threads.set_threads(threads_)
     try:
+        assert attention_packed.wanted(rows, keys, d, dv, True, heads)
         got = kaf.attention(q, k, v, 0.2, mask, mode, -np.inf, heads_last=True)
     finally:
         threads.set_threads(before)
     want = np.swapaxes(_reference(q, k, v, 0.2, mask, mode, -np.inf), 1, 2)
     assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
+
+
+def test_short_sequences_whose_heads_do_not_divide_stay_batched(rng, monkeypatch):
+    """ViT-tiny's 3 heads of 197 tokens on 2 threads: a run of tasks would split a head
+    (packed twice), so the batched products take them."""
+    q, k, v = _heads(rng, 3, 197, 64, 197, 64)
+    before = threads.threads()
+    threads.set_threads(2)
+    called = []
+    monkeypatch.setattr(attention_packed, "attention", lambda *a: called.append(a))
+    try:
+        assert not attention_packed.wanted(197, 197, 64, 64, True, 3)
+        assert attention_packed.wanted(197, 197, 64, 64, True, 4)
+        got = kaf.attention(q, k, v, 0.125, None, kaf.MASK_NONE, heads_last=True)
+    finally:
+        threads.set_threads(before)
+    assert not called
+    want = np.swapaxes(_reference(q, k, v, 0.125, None, kaf.MASK_NONE, 0.0), 1, 2)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5)
 
 

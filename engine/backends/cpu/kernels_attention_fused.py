@@ -154,7 +154,7 @@ def attention(q, k, v, scale: float, mask=None, mode: int = MASK_NONE, fill: flo
     # a mask shared by every head (a padding or causal mask) as one (1, L, M) plane
     shared = full_mask is not None and not any(full_mask.strides[:-2])
     mask3 = full_mask[(0,) * len(lead)][None] if shared else None
-    if not batched and attention_packed.wanted(L, M, d, dv, full_mask is None or shared):
+    if attention_packed.wanted(L, M, d, dv, full_mask is None or shared, n):
         out = np.empty(lead + (L, dv), np.float32)
         attention_packed.attention(q3, k3, v3, out.reshape(n, L, dv), scale, mask3, mode,
                                    fill)
