@@ -113,3 +113,42 @@ def test_run_against_float64(rng, nt, act):
     if act == ACT_RELU:
         want = np.maximum(want, 0.0)
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-4)
+
+
+def _patchify(rng, c, m, k, act=None):
+    w = rng.normal(0, 0.3, (m, c, k, k)).astype(np.float32)
+    b = rng.normal(0, 0.3, m).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], kernel_shape=[k, k],
+                              strides=[k, k])]
+    y = "t"
+    if act:
+        nodes.append(helper.make_node(act, [y], ["a"]))
+        y = "a"
+    nodes.append(helper.make_node("Identity", [y], ["y"]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", c, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", m, "a", "b"])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("c,m,k,shape", [(12, 32, 4, (1, 12, 64, 64)),
+                                         (32, 64, 2, (1, 32, 28, 28)),
+                                         (64, 96, 2, (2, 64, 15, 17)),
+                                         (16, 24, 3, (1, 16, 37, 40))])
+@pytest.mark.parametrize("act", [None, "Relu", "Sigmoid"])
+def test_patchify_as_pointwise_matches_onnxruntime(rng, c, m, k, shape, act):
+    """ConvNeXt's downsampling layers (kernel = stride) as a 1x1 convolution of their
+    patches, planes the stride does not divide included."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    proto = _patchify(rng, c, m, k, act)
+    want = ort.InferenceSession(proto.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    model = ModelLoader.from_proto(proto)
+    with Worker(model, "cpu") as worker:
+        worker.schedule({"x": x})
+        got = worker.peek_output("y").download_to_array()
+    assert model.layers[0].__dict__["_cpu_conv_plan"].kind == "patch_rows"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -12,6 +12,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine import ModelLoader, Worker
+from engine.backends.cpu import conv_pointwise
+
+
+@pytest.fixture(autouse=True)
+def _kernels_of_this_file(monkeypatch):
+    """The small patchify layers here would run as 1x1 convolutions of their patches
+    (``test_cpu_conv_pointwise``); these tests are about the dense and register-blocked
+    kernels, which take them otherwise."""
+    monkeypatch.setattr(conv_pointwise, "PATCHES", False)
 
 
 def _model(rng, c, m, k, pads=0, act=None, residual=False):

@@ -41,6 +41,10 @@ MAX_M = 64
 WIDE_M, WIDE_C = 256, 256
 #: use this kernel where ``wanted`` says so (False: sgemm; tests and benchmarks)
 ENABLED = True
+#: patchify convolutions (kernel = stride, no padding) run here on their patches, copied
+#: as rows (``kernels_conv._patch_rows``), where ``wanted`` takes the product (False: the
+#: blocked or dense kernels; checked when a layer is planned)
+PATCHES = True
 
 
 def wanted(C: int, M: int, P: int) -> bool:

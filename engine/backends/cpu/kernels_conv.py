@@ -117,6 +117,24 @@ def _patches(plan, x, out, act, params, res3, fz):
     return out
 
 
+def _patch_rows(plan, x, out, act, params, res3, fz):
+    """A patchify convolution (``conv_plan``'s "patch_rows") as a 1x1 convolution of its
+    patches: a strided copy lays patch (c, ky, kx) values out as rows of (C kh kw, pixels),
+    the order of the weights' columns, for ``conv_pointwise``."""
+    N, C = x.shape[:2]
+    (kh, kw), (oh, ow) = plan.patch, plan.out_shape
+    M = out.shape[1]
+    out3 = out.reshape(N, M, oh * ow)
+    rows = _SCRATCH.get((C * kh * kw, oh * ow), x.dtype)
+    post_code, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
+    for n in range(N):
+        np.copyto(rows.reshape(C, kh, kw, oh, ow), x[n, :, :oh * kh, :ow * kw]
+                  .reshape(C, oh, kh, ow, kw).transpose(0, 2, 4, 1, 3))
+        conv_pointwise.run(plan.pwp, rows, out3[n], plan.b, act, params,
+                           None if res3 is None else res3[n], post_code, pp)
+    return out
+
+
 @cpu_kernel("Conv")
 def Conv(layer, inputs):
     return conv(layer, inputs)
@@ -196,6 +214,8 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
                               _SCRATCH)
     if plan.kind == "patches":
         return _patches(plan, x, out, a0, params, res3, fz)
+    if plan.kind == "patch_rows":
+        return _patch_rows(plan, x, out, a0, params, res3, fz)
     if plan.kind == "winograd":
         res4 = None if res3 is None else res3.reshape(out.shape)
         post_code, pp = (ACT_NONE, plan.params) if fz is None else (fz.post[0], fz.pparams)
