@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends.cpu import conv_smallplane, threads
+from engine.backends.cpu import conv_pointwise, conv_smallplane, threads
 from engine.backends.cpu import kernels_conv as kc
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU
 from engine.passes.fusion import apply_activation
@@ -27,8 +27,10 @@ def nthreads(request):
 
 @pytest.fixture
 def smallplane_everywhere(monkeypatch):
-    """Route every ungrouped 2-D float32 Conv to ``conv_smallplane``."""
+    """Route every ungrouped 2-D float32 Conv to ``conv_smallplane`` (patchify layers
+    included, which would otherwise run as 1x1 convolutions of their patches)."""
     monkeypatch.setattr(conv_smallplane, "wanted", lambda *a: True)
+    monkeypatch.setattr(conv_pointwise, "PATCHES", False)
 
 
 SMALL = [  # (C, M, H, W, kernel, strides, pads)
