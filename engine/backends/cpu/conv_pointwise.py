@@ -10,8 +10,8 @@ eight weights into 24 fused multiply-adds. Tasks are runs of 48 pixels over ever
 channel, so the threads split the pixels (the caller the first ones). The bias and a ReLU
 are applied in the registers; other epilogues (activations, a residual and the activation
 after it: ``activation.bias_res_act_rows``) run on the block a task has just written,
-still in cache. The last run of fewer than 48 pixels is
-computed 16 at a time from a zero-padded copy.
+still in cache. The last run of fewer than 48 pixels is computed 16 at a time from a
+zero-padded copy.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ NB = 48
 #: 1.1-1.4x slower than with 400K)
 CHUNK_MACS = 1_000_000
 #: layers of up to this many output channels run here whatever their input channels; wider
-#: ones up to WIDE_M when they have at most WIDE_C input channels (one thread and two, every
-#: 1x1 layer of the zoo: 1.1-2.3x faster than sgemm there; 0.84-0.92x on wider products and
-#: deeper ones, whose 48-pixel input runs no longer stay in the L1 cache)
+#: ones up to WIDE_M when they have at most WIDE_C input channels (one thread and two, the
+#: zoo's 1x1 shapes tried: 1.1-2.3x faster than sgemm there; 0.84-0.92x on wider products
+#: and deeper ones, whose 48-pixel input runs no longer stay in the L1 cache)
 MAX_M = 64
 WIDE_M, WIDE_C = 256, 256
 #: use this kernel where ``wanted`` says so (False: sgemm; tests and benchmarks)
