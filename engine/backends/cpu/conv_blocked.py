@@ -23,8 +23,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from engine.backends.cpu import threads
+from engine.backends.cpu import conv_blocked_direct, threads
 from engine.backends.cpu.activation import ACT_NONE, act_plane
+from engine.backends.cpu.conv_blocked_direct import tasks_direct
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
 from engine.backends.cpu.conv_pool_fused import pool_rows
@@ -178,7 +179,7 @@ def _tile16(xf, q0, cs, toff, C, wf, k, sc, s0, ss):
 
 @njit(**_OPTS)
 def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post,
-                 pparams, ph, pw, t0, t1):
+                 pparams, ph, pw, direct, t0, t1):
     """Tasks ``t0:t1``: blocks of ``rows`` output rows, each for all 8-channel blocks in turn
     (its input rows stay in cache for them; channel-block major ran up to 1.3x slower on
     inputs near the L2 size, as resnet50's 128-channel stride-2 3x3 on 56x56).
@@ -189,7 +190,7 @@ def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res
     (M, oh // ph, ow // pw) output of ``act(conv + bias)`` (``conv_pool_fused``)."""
     sc, pooled = _scratch(out, Wq, rows, ph, pw)
     _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
-           ph, pw, t0, t1, sc, pooled)
+           ph, pw, direct, t0, t1, sc, pooled)
 
 
 @njit(**_OPTS)
@@ -201,7 +202,7 @@ def _scratch(out, Wq, rows, ph, pw):
 
 @njit(**_OPTS)
 def _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
-           ph, pw, t0, t1, sc, pooled):
+           ph, pw, direct, t0, t1, sc, pooled):
     M = out.shape[0]
     C, T = wp.shape[1], wp.shape[2]
     wf = wp.reshape(-1)
@@ -211,6 +212,9 @@ def _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post
     zero = p0 - p0
     has_res = res.shape[0] > 0
     ss = rows * Wq + 48
+    if direct:
+        tasks_direct(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, t0, t1)
+        return
     for task in range(t0, t1):
         yb, mb = task // nmb, task % nmb
         y0 = yb * rows
@@ -241,7 +245,7 @@ def _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post
 
 @njit(**_OPTS)
 def blocked_claimed(gate, generation, polls, chunk, ntask, xf, cs, toff, wp, out, oh, ow, Wq,
-                    rows, bias, act, params, res, post, pparams, ph, pw):
+                    rows, bias, act, params, res, post, pparams, ph, pw, direct):
     """``blocked_rows`` as a gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     sc, pooled = _scratch(out, Wq, rows, ph, pw)
@@ -250,7 +254,7 @@ def blocked_claimed(gate, generation, polls, chunk, ntask, xf, cs, toff, wp, out
         if t0 < 0:
             break
         _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
-               ph, pw, t0, min(ntask, t0 + chunk), sc, pooled)
+               ph, pw, direct, t0, min(ntask, t0 + chunk), sc, pooled)
     if polls > 0:
         helpers_back(gate, polls)
 
@@ -307,14 +311,14 @@ def kept_planes(plan, size: int) -> np.ndarray:
 
 @njit(**_OPTS)
 def blocked_alone(x, xf, gd, nph, Hq, toff, wp, out, oh, ow, Wq, rows, ntask, bias, act,
-                  params, res, post, pparams, ph, pw):
+                  params, res, post, pparams, ph, pw, direct):
     """One image on the calling thread in one call: phase planes (into ``xf``, see
     ``BlockedPlan.planes``), then every task (the two parallel loops' hand-offs and closures
     cost more than such a layer's arithmetic)."""
     C, cs = x.shape[0], nph * Hq * Wq
     fill_phases(x, xf[:C * cs].reshape(C, nph, Hq, Wq), gd, 0, C)
     blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post,
-                 pparams, ph, pw, 0, ntask)
+                 pparams, ph, pw, direct, 0, ntask)
 
 
 def _alone(N: int, values_in: int, macs: int, chunk_macs: int) -> bool:
@@ -336,9 +340,11 @@ def alone_call(bp: BlockedPlan, bias, act, params, x_shape, M: int):
                   CHUNK_MACS):
         return None
     out_shape = (1, M, ow) if len(x_shape) == 3 else (1, M, oh, ow)
+    direct = conv_blocked_direct.wanted(M, ow, C, bp.toff.shape[0], act, False, False)
     return (blocked_alone, out_shape, (C, H, W), (M, oh, ow),
             (bp.planes(C), bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp),
-            (oh, ow, bp.Wq, bp.rows, ntask, bias, act, params, _NONE, ACT_NONE, params, 1, 1))
+            (oh, ow, bp.Wq, bp.rows, ntask, bias, act, params, _NONE, ACT_NONE, params, 1, 1,
+             direct))
 
 
 def run_alone(call, x: np.ndarray) -> np.ndarray:
@@ -370,11 +376,13 @@ def run(bp: BlockedPlan, bias, x, out, act, params, res3, post, pool=(1, 1)) -> 
     # pooled layers (crnn's stem, 13M multiply-adds, pooled 2 x 2: 226 -> 158 us, the
     # model -3%)
     chunk_macs = CHUNK_MACS // (ph * pw)
+    direct = conv_blocked_direct.wanted(out.shape[1], ow, C, bp.toff.shape[0], act,
+                                        res3 is not None, ph * pw > 1)
     if _alone(N, C * H * W, ntask * macs_task, chunk_macs):
         blocked_alone(x[0], bp.planes(C), bp.gd, bp.nph, bp.Hq, bp.toff, bp.wp, out[0], oh,
                       ow, bp.Wq, rows, ntask, bias, act, params,
                       none if res3 is None else res3[0].reshape(out.shape[1:]), post[0],
-                      post[1], ph, pw)
+                      post[1], ph, pw, direct)
         return out
     xf = bp.planes(C)
     for n in range(N):
@@ -385,7 +393,7 @@ def run(bp: BlockedPlan, bias, x, out, act, params, res3, post, pool=(1, 1)) -> 
             C, grain=max(1, threads.SPLIT_MIN_ELEMENTS // (H * W)))
         res = none if res3 is None else res3[n].reshape(out.shape[1:])
         args = (xf, cs, bp.toff, bp.wp, out[n], oh, ow, bp.Wq, rows, bias, act, params, res,
-                post[0], post[1], ph, pw)
+                post[0], post[1], ph, pw, direct)
         threads.parallel_tasks(
             lambda lo, hi, a=args: blocked_rows(*a, lo, hi),
             lambda gate, gen, polls, chunk, a=args: blocked_claimed(gate, gen, polls, chunk,
