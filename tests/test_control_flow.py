@@ -26,6 +26,26 @@ def test_if_with_captures(cond, rng):
     _check(if_model(), {"x": rng.standard_normal(3).astype(np.float32), "c": np.array(cond)})
 
 
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_with_a_pass_through_branch(cond, rng):
+    """A branch of Identity layers only (handed on without running them): outputs that are
+    an outer value through a chain of them, and a constant of the branch."""
+    k = helper.make_tensor("k", helper.TensorProto.FLOAT, [3], [0.5, -1.5, 2.0])
+    then = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["a"]), helper.make_node("Identity", ["a"], ["b"]),
+         helper.make_node("Identity", ["k"], ["kb"])], "then", [],
+        [vi("b", F, [3]), vi("kb", F, [3])], [k])
+    other = helper.make_graph(
+        [helper.make_node("Mul", ["x", "x"], ["sq"]), helper.make_node("Neg", ["x"], ["ng"])],
+        "else", [], [vi("sq", F, [3]), vi("ng", F, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y", "z"], then_branch=then, else_branch=other),
+         helper.make_node("Add", ["y", "z"], ["s"])], "g", [vi("x", F, [3]), vi("c", B, [])],
+        [vi("y", F, [3]), vi("z", F, [3]), vi("s", F, [3])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    _check(proto, {"x": rng.standard_normal(3).astype(np.float32), "c": np.array(cond)})
+
+
 def _loop_body(with_exit: bool):
     nodes = [helper.make_node("Add", ["acc", "w"], ["acc_out"]),
              helper.make_node("Cast", ["i"], ["i_f"], to=1),
