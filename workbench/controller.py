@@ -29,6 +29,7 @@ from engine import BackendType, BackendUnavailableError, EngineError, Worker, ex
 from engine.backends import create_backend
 from workbench.controller_jobs import AnalysisJobs
 from workbench.graph_geometry import build_geometry
+from workbench.kernel_process import compile_ahead
 from workbench.model_process import ModelProcess
 from workbench.session import LoadedModel, RunResult
 
@@ -71,6 +72,7 @@ class EngineController(AnalysisJobs, QObject):
         self._mailbox: RunResult | None = None
         self._generation = 0
         self.model = None
+        self.model_path: str | None = None
         self.worker: Worker | None = None
         #: the tensor the details panel shows: captured by the runs while one is selected
         self.capture_target: str | None = None
@@ -199,7 +201,7 @@ class EngineController(AnalysisJobs, QObject):
             return
         # only a model that loaded replaces the current one (a bad file leaves it working)
         self._close_worker()
-        self.model = model
+        self.model, self.model_path = model, path
         self.capture_target = None
         self._produced = {o for layer in model.layers for o in layer.outputs if o}
         # the model's objects live long: keep them out of the cyclic collector's full passes,
@@ -229,6 +231,8 @@ class EngineController(AnalysisJobs, QObject):
         if not self._current(gen) or self.model is None:
             return
         self._close_worker()
+        if backend is BackendType.CPU:
+            compile_ahead(self.model_path, self.model, self.progress.emit)
         self.progress.emit(f"Preparing {backend.name} (compiling kernels)…", -1.0)
         try:
             self.worker = self._make_worker(backend, overrides, fallback)

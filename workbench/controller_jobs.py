@@ -18,6 +18,7 @@ from PySide6.QtCore import Signal
 
 from engine import BackendType, EngineError, Worker
 from engine.compare import CPU_FLOAT64, error_figures, side_label, side_worker
+from workbench.kernel_process import compile_ahead
 from workbench.session import BatchRow, CompareResult
 
 TOP_K = 5
@@ -121,6 +122,8 @@ class AnalysisJobs:
         if not self._current(gen) or self.model is None:
             return
         t0 = time.perf_counter()
+        if BackendType.CPU in (backend, against) or CPU_FLOAT64 in (backend, against):
+            compile_ahead(self.model_path, self.model, self.progress.emit)
         produced = [o for layer in self.model.layers for o in layer.outputs if o]
         values = []
         try:

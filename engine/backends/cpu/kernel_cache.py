@@ -52,13 +52,14 @@ def _prune(root: str, current: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def version_folder(folder: str | None = None) -> str | None:
+def version_folder(folder: str | None = None, version: str | None = None) -> str | None:
     """This source version's cache folder, made if need be (older ones pruned); None when
-    the user chose a folder (``NUMBA_CACHE_DIR``) or none can be made."""
+    the user chose a folder (``NUMBA_CACHE_DIR``) or none can be made. ``version``: the
+    sources' digest when already known."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return None
     root = cache_root()
-    version = source_digest(folder or os.path.dirname(os.path.abspath(__file__)))
+    version = version or source_digest(folder or os.path.dirname(os.path.abspath(__file__)))
     path = os.path.join(root, version)
     try:
         os.makedirs(path, exist_ok=True)
@@ -75,7 +76,9 @@ def kernels_cached(folder: str | None = None):
     when it gives None)."""
     import numba
 
-    path = version_folder(folder)
+    digest = source_digest(folder or os.path.dirname(os.path.abspath(__file__)))
+    path = version_folder(folder, digest)
+    _active.update(folder=path, digest=digest)
     before = numba.config.CACHE_DIR
     if path is not None:
         numba.config.CACHE_DIR = path
@@ -83,3 +86,50 @@ def kernels_cached(folder: str | None = None):
         yield path
     finally:
         numba.config.CACHE_DIR = before
+
+
+#: the cache folder of this process's kernels and their sources' digest (``kernels_cached``)
+_active: dict[str, str | None] = {"folder": None, "digest": None}
+
+
+def marks_folder() -> str | None:
+    """The folder naming the op types whose kernels a whole model run has compiled into this
+    cache (``mark_compiled``), per version of the sources and of Numba; None without a cache
+    folder."""
+    import numba
+
+    folder = os.environ.get("NUMBA_CACHE_DIR") or _active["folder"]
+    if not folder or not _active["digest"]:
+        return None
+    return os.path.join(folder, f"compiled-{_active['digest']}-numba{numba.__version__}")
+
+
+def _mark(op_type: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in op_type) or "_"
+
+
+def uncompiled(op_types) -> set[str]:
+    """The op types among ``op_types`` that no model run has compiled kernels for in this
+    cache yet (empty without a cache folder: nothing could be compiled ahead)."""
+    folder = marks_folder()
+    if folder is None:
+        return set()
+    try:
+        have = set(os.listdir(folder))
+    except OSError:
+        have = set()
+    return {op for op in op_types if _mark(op) not in have}
+
+
+def mark_compiled(op_types) -> None:
+    """Record that a model run compiled the kernels of ``op_types`` into this cache."""
+    folder = marks_folder()
+    if folder is None:
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for op in op_types:
+            with open(os.path.join(folder, _mark(op)), "a"):
+                pass
+    except OSError:  # a read-only cache: the window's process compiles, as it always could
+        pass
