@@ -45,6 +45,17 @@ def require_gpu():
     return reason
 
 
+@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
+def nthreads(request):
+    """The CPU backend's kernels on one thread, then on two (split paths)."""
+    from engine.backends.cpu import threads
+
+    before = threads.threads()
+    threads.set_threads(request.param)
+    yield request.param
+    threads.set_threads(before)
+
+
 @pytest.fixture
 def rng():
     """Fresh random data every run; the seed is printed so a failure can be replayed."""

@@ -9,20 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.backends.cpu import conv_blocked, conv_plan, threads
+from engine.backends.cpu import conv_blocked, conv_plan
 from engine.backends.cpu import kernels_conv as kc
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU
 from engine.passes.fusion import apply_activation
 from tests.test_cpu_depthwise import _layer, _silu
 from tests.test_cpu_kernels import close, ref_conv
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def nthreads(request):
-    before = threads.threads()
-    threads.set_threads(request.param)
-    yield request.param
-    threads.set_threads(before)
 
 
 @pytest.fixture

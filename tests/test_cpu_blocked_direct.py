@@ -10,19 +10,9 @@ import pytest
 
 from engine.backends.cpu import conv_blocked_direct as direct
 from engine.backends.cpu import kernels_conv as kc
-from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, ACT_SILU
 from tests.test_cpu_depthwise import _layer
 from tests.test_cpu_kernels import close, ref_conv
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def nthreads(request):
-    before = threads.threads()
-    threads.set_threads(request.param)
-    yield request.param
-    threads.set_threads(before)
-
 
 CASES = [  # (C, M, H, W, kernel, stride, pad, activation): output widths 16 to 112
     (3, 16, 12, 16, 3, 1, 1, "Relu"),      # one 16-wide tile per row

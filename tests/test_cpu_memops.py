@@ -12,20 +12,12 @@ from engine import ModelLoader
 from engine.backends.cpu import kernels_norm as kn
 from engine.backends.cpu import kernels_pool as kp
 from engine.backends.cpu import kernels_shape as ks
-from engine.backends.cpu import threads
 from engine.model import Layer
 from tests.modelgen import engine_run, ort_run
 from tests.modelgen import model as make_model
 from tests.test_cpu_kernels import ref_pool
 
 F = TensorProto.FLOAT
-
-
-@pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
-def nthreads(request):
-    threads.set_threads(request.param)
-    yield request.param
-    threads.set_threads(0)
 
 
 def _concat(axis=1):
