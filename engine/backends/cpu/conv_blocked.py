@@ -187,7 +187,9 @@ def blocked_rows(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res
     ``pack``; out (M, oh, ow). Epilogue ``post(act(conv + bias) + res)`` with ``res``
     (M, oh, ow), or ``act(conv + bias)`` when ``res`` is empty; an empty bias adds nothing.
     With a ``ph`` x ``pw`` pool (``rows`` a multiple of ``ph``), ``out`` is the max pool's
-    (M, oh // ph, ow // pw) output of ``act(conv + bias)`` (``conv_pool_fused``)."""
+    (M, oh // ph, ow // pw) output of ``act(conv + bias)`` (``conv_pool_fused``). ``direct``
+    (what ``conv_blocked_direct.wanted`` said): row-aligned tiles store into ``out`` with
+    the bias and activation, no scratch block or epilogue pass."""
     sc, pooled = _scratch(out, Wq, rows, ph, pw)
     _tasks(xf, cs, toff, wp, out, oh, ow, Wq, rows, bias, act, params, res, post, pparams,
            ph, pw, direct, t0, t1, sc, pooled)

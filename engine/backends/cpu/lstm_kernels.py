@@ -35,6 +35,7 @@ def _fma8(a0, a1, a2, a3, b0, b1, b2, b3, s, t, w0, w1, w2, w3, w4, w5, w6, w7):
 
 @njit(inline="always", nogil=True, cache=True)
 def _fma4(a0, a1, a2, a3, s, w0, w1, w2, w3):
+    """One unit's multiply-adds into the first accumulator set (an odd unit count's last)."""
     return vfma(s, w0, a0), vfma(s, w1, a1), vfma(s, w2, a2), vfma(s, w3, a3)
 
 
@@ -65,7 +66,7 @@ def _steps(start, start_step, x, nx, wp, rp, h, c, y, batch, reverse):
 
     Block by block of 64 gate values held in registers (``simd``), two sets of accumulators
     for even and odd units so the adds do not wait on each other. One function with no
-    array passed to a helper: blocks as helpers taking array views made Numba count
+    array passed to an inlined helper: blocks as helpers taking array views made Numba count
     references around each (ten runtime calls and all 16 vectors spilled per block, 3x
     the block's arithmetic for 32 units)."""
     G = rp.shape[0] // (c.shape[0] // batch)
