@@ -29,7 +29,7 @@ from engine.backends.cpu.conv_blocked_direct import tasks_direct
 from engine.backends.cpu.conv_depthwise import _OPTS, phase_shape
 from engine.backends.cpu.conv_direct import fill_phases
 from engine.backends.cpu.conv_pool_fused import pool_rows
-from engine.backends.cpu.simd import aligned, vbcast, vfma, vload, vstore, vzero
+from engine.backends.cpu.simd import aligned, vbcast, vfma, vfma3, vload, vstore, vzero
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: output channels per register tile (weights are packed in blocks of this many)
@@ -92,11 +92,6 @@ def tap_offsets(gd, Hq: int, Wq: int) -> np.ndarray:
 
 
 @njit(inline="always", **_OPTS)
-def _fma3(w, x0, x1, x2, a, b, c):
-    return vfma(w, x0, a), vfma(w, x1, b), vfma(w, x2, c)
-
-
-@njit(inline="always", **_OPTS)
 def _fma2(w, x0, x1, a, b):
     return vfma(w, x0, a), vfma(w, x1, b)
 
@@ -113,14 +108,14 @@ def _tile48(xf, q0, cs, toff, C, wf, k, sc, s0, ss):
         for t in range(T):
             q = base + toff[t]
             x0, x1, x2 = vload(xf, q), vload(xf, q + 16), vload(xf, q + 32)
-            a0, b0, c0 = _fma3(vbcast(wf, k), x0, x1, x2, a0, b0, c0)
-            a1, b1, c1 = _fma3(vbcast(wf, k + 1), x0, x1, x2, a1, b1, c1)
-            a2, b2, c2 = _fma3(vbcast(wf, k + 2), x0, x1, x2, a2, b2, c2)
-            a3, b3, c3 = _fma3(vbcast(wf, k + 3), x0, x1, x2, a3, b3, c3)
-            a4, b4, c4 = _fma3(vbcast(wf, k + 4), x0, x1, x2, a4, b4, c4)
-            a5, b5, c5 = _fma3(vbcast(wf, k + 5), x0, x1, x2, a5, b5, c5)
-            a6, b6, c6 = _fma3(vbcast(wf, k + 6), x0, x1, x2, a6, b6, c6)
-            a7, b7, c7 = _fma3(vbcast(wf, k + 7), x0, x1, x2, a7, b7, c7)
+            a0, b0, c0 = vfma3(vbcast(wf, k), x0, x1, x2, a0, b0, c0)
+            a1, b1, c1 = vfma3(vbcast(wf, k + 1), x0, x1, x2, a1, b1, c1)
+            a2, b2, c2 = vfma3(vbcast(wf, k + 2), x0, x1, x2, a2, b2, c2)
+            a3, b3, c3 = vfma3(vbcast(wf, k + 3), x0, x1, x2, a3, b3, c3)
+            a4, b4, c4 = vfma3(vbcast(wf, k + 4), x0, x1, x2, a4, b4, c4)
+            a5, b5, c5 = vfma3(vbcast(wf, k + 5), x0, x1, x2, a5, b5, c5)
+            a6, b6, c6 = vfma3(vbcast(wf, k + 6), x0, x1, x2, a6, b6, c6)
+            a7, b7, c7 = vfma3(vbcast(wf, k + 7), x0, x1, x2, a7, b7, c7)
             k += R
     for u, (a, b, c) in enumerate(((a0, b0, c0), (a1, b1, c1), (a2, b2, c2), (a3, b3, c3),
                                    (a4, b4, c4), (a5, b5, c5), (a6, b6, c6), (a7, b7, c7))):

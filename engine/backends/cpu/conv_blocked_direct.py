@@ -15,12 +15,24 @@ Used where ``wanted`` says so: no residual, no pool, no activation other than Re
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit
 
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.simd import vadd, vbcast, vfma, vload, vlt_select, vsplat, vstore, vzero
+from engine.backends.cpu.simd import (
+    vadd,
+    vbcast,
+    vfma,
+    vfma3,
+    vload,
+    vlt_select,
+    vsplat,
+    vstore,
+    vzero,
+)
 
 #: output channels per tile (``conv_blocked.R``: the weights are packed in blocks of 8)
 R = 8
@@ -41,14 +53,20 @@ def _width(left, ow):
 
 
 @njit(**_OPTS)
-def row_width(ow):
-    """Positions computed for an output row of ``ow`` (``tasks_direct``'s tiles)."""
+def _row_width(ow):
     x = done = 0
     while x < ow:
         n = _width(ow - x, ow)
         x = min(x, ow - n) + n
         done += n
     return done
+
+
+@functools.lru_cache(maxsize=256)
+def row_width(ow: int) -> int:
+    """Positions computed for an output row of ``ow`` (``tasks_direct``'s tiles); kept per
+    width, since ``wanted`` asks on every run of a layer."""
+    return int(_row_width(ow))
 
 
 def wanted(M: int, ow: int, C: int, T: int, act: int, has_res: bool, pooled: bool) -> bool:
@@ -59,11 +77,6 @@ def wanted(M: int, ow: int, C: int, T: int, act: int, has_res: bool, pooled: boo
     if act != ACT_NONE and act != ACT_RELU:
         return False
     return (row_width(ow) - ow) * C * T <= WASTE_MACS * ow
-
-
-@njit(inline="always", **_OPTS)
-def _fma3(w, x0, x1, x2, a, b, c):
-    return vfma(w, x0, a), vfma(w, x1, b), vfma(w, x2, c)
 
 
 @njit(**_OPTS)
@@ -79,14 +92,14 @@ def _dtile48(xf, q0, cs, toff, C, wf, k, bias, m0, floor, y, o, ldy):
         for t in range(T):
             q = base + toff[t]
             x0, x1, x2 = vload(xf, q), vload(xf, q + 16), vload(xf, q + 32)
-            a0, b0, c0 = _fma3(vbcast(wf, k), x0, x1, x2, a0, b0, c0)
-            a1, b1, c1 = _fma3(vbcast(wf, k + 1), x0, x1, x2, a1, b1, c1)
-            a2, b2, c2 = _fma3(vbcast(wf, k + 2), x0, x1, x2, a2, b2, c2)
-            a3, b3, c3 = _fma3(vbcast(wf, k + 3), x0, x1, x2, a3, b3, c3)
-            a4, b4, c4 = _fma3(vbcast(wf, k + 4), x0, x1, x2, a4, b4, c4)
-            a5, b5, c5 = _fma3(vbcast(wf, k + 5), x0, x1, x2, a5, b5, c5)
-            a6, b6, c6 = _fma3(vbcast(wf, k + 6), x0, x1, x2, a6, b6, c6)
-            a7, b7, c7 = _fma3(vbcast(wf, k + 7), x0, x1, x2, a7, b7, c7)
+            a0, b0, c0 = vfma3(vbcast(wf, k), x0, x1, x2, a0, b0, c0)
+            a1, b1, c1 = vfma3(vbcast(wf, k + 1), x0, x1, x2, a1, b1, c1)
+            a2, b2, c2 = vfma3(vbcast(wf, k + 2), x0, x1, x2, a2, b2, c2)
+            a3, b3, c3 = vfma3(vbcast(wf, k + 3), x0, x1, x2, a3, b3, c3)
+            a4, b4, c4 = vfma3(vbcast(wf, k + 4), x0, x1, x2, a4, b4, c4)
+            a5, b5, c5 = vfma3(vbcast(wf, k + 5), x0, x1, x2, a5, b5, c5)
+            a6, b6, c6 = vfma3(vbcast(wf, k + 6), x0, x1, x2, a6, b6, c6)
+            a7, b7, c7 = vfma3(vbcast(wf, k + 7), x0, x1, x2, a7, b7, c7)
             k += R
     lo = vsplat(floor)
     for u, (a, b, c) in enumerate(((a0, b0, c0), (a1, b1, c1), (a2, b2, c2), (a3, b3, c3),

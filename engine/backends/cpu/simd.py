@@ -173,6 +173,12 @@ vle_select = intrinsic(_select("<="))
 
 
 @njit(inline="always")
+def vfma3(w, x0, x1, x2, a, b, c):
+    """``w * x + acc`` for three vectors of one register-tile row (one weight broadcast)."""
+    return vfma(w, x0, a), vfma(w, x1, b), vfma(w, x2, c)
+
+
+@njit(inline="always")
 def vstore8(y, o, v0, v1, v2, v3, v4, v5, v6, v7):
     """Eight vectors into ``y`` from flat offset ``o`` on, one after the other (eight
     outputs of a register tile; a loop over a tuple of vectors would put them in memory)."""
