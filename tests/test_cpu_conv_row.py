@@ -87,3 +87,23 @@ def test_larger_layers_and_batches_stay_blocked(rng):
         close(kc.Conv(layer, [x, wt, b]), ref_conv(x, wt, b, [1], [3, 3], [1], 1))
         alone = layer._cpu_conv_plan.alone
         assert alone is None or alone[0] is conv_blocked.blocked_alone
+
+
+def test_kept_plan_is_taken_only_for_the_same_call(rng):
+    """``Conv``'s shortcut to a kept one-call plan: other weights, no bias, a strided input
+    or another length each get their own result, not the kept plan's."""
+    layer, x, wt, b, want = _run(rng, ROWS[1])
+    close(kc.Conv(layer, [x, wt, b]), want)
+    close(kc.Conv(layer, [x * 2, wt, b]), _run_ref(x * 2, wt, b, layer))
+    wt2 = rng.standard_normal(wt.shape).astype(np.float32)
+    close(kc.Conv(layer, [x, wt2, b]), _run_ref(x, wt2, b, layer))
+    close(kc.Conv(layer, [x, wt2]), _run_ref(x, wt2, np.zeros(len(b)), layer))
+    wide = rng.standard_normal((1, x.shape[1], 2 * x.shape[2])).astype(np.float32)
+    strided = wide[:, :, ::2]
+    close(kc.Conv(layer, [strided, wt2, b]), _run_ref(strided, wt2, b, layer))
+    close(kc.Conv(layer, [wide, wt2, b]), _run_ref(wide, wt2, b, layer))
+
+
+def _run_ref(x, wt, b, layer):
+    s, d, pads = layer.attr("strides"), layer.attr("dilations"), layer.attr("pads")
+    return apply_activation(ref_conv(x, wt, b, s, pads, d, 1), "Relu", [])

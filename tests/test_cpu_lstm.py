@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from engine import BackendType, ModelLoader, Worker
-from engine.backends.cpu import rnn_fast
+from engine.backends.cpu import kernels_rnn, rnn_fast
 from engine.errors import EngineError
 
 
@@ -50,6 +50,14 @@ def _feeds(seq, batch, inputs, hidden, dirs, states, rng):
 def test_fast_lstm_matches_onnxruntime(tmp_path, seq, batch, inputs, hidden, direction,
                                        states, monkeypatch):
     monkeypatch.setattr(rnn_fast, "SPLIT_MACS", 0)  # every bidirectional case on two threads
+    repeated = []
+
+    def again(layer, inputs):
+        result = rnn_fast.lstm_small_again(layer, inputs)
+        repeated.append(result is not None)
+        return result
+
+    monkeypatch.setattr(kernels_rnn, "lstm_small_again", again)
     dirs = 2 if direction == "bidirectional" else 1
     small = dirs == 1 and (seq + 2) * batch * inputs * 4 * hidden <= rnn_fast.SMALL_MACS
     assert small == (dirs == 1 and seq != 40)  # both one-direction paths are tested
@@ -59,13 +67,17 @@ def test_fast_lstm_matches_onnxruntime(tmp_path, seq, batch, inputs, hidden, dir
     onnx.save(model, path)
     worker = Worker(ModelLoader.load(str(path)), BackendType.CPU)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    for run in range(3):  # later runs take the kept weights and the repeated-call path
-        feeds = _feeds(seq + run, batch, inputs, hidden, dirs, states, rng)
+    # later runs take the kept weights and the repeated-call paths (a repeated shape:
+    # ``lstm_small_again``), on fresh values each time
+    for extra in (0, 1, 1, 0, 0):
+        feeds = _feeds(seq + extra, batch, inputs, hidden, dirs, states, rng)
         worker.schedule(feeds)
         want = session.run(None, feeds)
         for name, ref in zip(("y", "yh", "yc"), want):
             got = worker.peek_output(name).download_to_array()
             np.testing.assert_allclose(got, ref, rtol=1e-4, atol=2e-5, err_msg=name)
+    # the repeated shapes' runs took the short path, the others not
+    assert repeated == ([False, False, True, False, True] if small else [False] * 5)
 
 
 def test_a_state_of_another_batch_is_refused_after_accepted_calls(tmp_path):
@@ -79,7 +91,12 @@ def test_a_state_of_another_batch_is_refused_after_accepted_calls(tmp_path):
     for _ in range(2):
         worker.schedule(feeds)
         worker.peek_output("y").download_to_array()
-    feeds["x"] = feeds["x"][:, :1].copy()  # batch 1 against states of batch 2
+    wrong_x = dict(feeds, x=feeds["x"][:, :1].copy())  # batch 1 against states of batch 2
     with pytest.raises(EngineError, match="initial_h must have shape"):
-        worker.schedule(feeds)
+        worker.schedule(wrong_x)
+        worker.peek_output("y").download_to_array()
+    # the same input as accepted calls, states of another batch (not the repeated call)
+    wrong_state = dict(feeds, h0=feeds["h0"][:, :1].copy(), c0=feeds["c0"][:, :1].copy())
+    with pytest.raises(EngineError, match="initial_h must have shape"):
+        worker.schedule(wrong_state)
         worker.peek_output("y").download_to_array()

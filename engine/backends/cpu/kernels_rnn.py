@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.backends.cpu.registry import cpu_kernel
-from engine.backends.cpu.rnn_fast import call_key, lstm_fast, lstm_fast_ok
+from engine.backends.cpu.rnn_fast import call_key, lstm_fast, lstm_fast_ok, lstm_small_again
 from engine.ops.conv_pool import causal_activation
 from engine.ops.rnn import check_recurrent_inputs
 
@@ -186,6 +186,9 @@ def GRU(layer, inputs):
 
 @cpu_kernel("LSTM", since=7)
 def LSTM(layer, inputs):
+    again = lstm_small_again(layer, inputs)
+    if again is not None:
+        return again
     lens = inputs[4] if len(inputs) > 4 else None
     key = call_key(inputs) if lens is None else None
     if key is not None and layer.__dict__.get("_cpu_lstm_key") == key:

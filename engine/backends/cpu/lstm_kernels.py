@@ -131,14 +131,16 @@ def lstm_recurrence(xw, rp, h, c, y, reverse):
 
 @njit(nogil=True, cache=True, error_model="numpy", fastmath={"contract", "arcp", "afn"})
 def lstm_small(x, wp, bias, rp, h0, c0, y, h, c, reverse):
-    """One direction: x (seq, batch, input); wp, rp: input and recurrent weights packed as
-    [G / BLOCK][units][BLOCK] (``rnn_fast._weights``); bias (G,) both biases summed; h0, c0
-    (batch, hidden) initial state, or empty arrays for zeros; y (seq, batch, hidden) and the
-    final state h, c (batch, hidden) are written. Gate order i, o, f, c."""
-    batch, H = h.shape
+    """One direction, the layer's arrays whole (views made here cost nothing; in Python
+    they were eight calls a run): x (seq, batch, input); wp, rp (1, ...): input and
+    recurrent weights packed as [G / BLOCK][units][BLOCK] (``rnn_fast._weights``); bias
+    (1, G) both biases summed; h0, c0 (1, batch, hidden) initial state, or empty arrays for
+    zeros; y (seq, 1, batch, hidden) and the final state h, c (1, batch, hidden) are
+    written. Gate order i, o, f, c."""
+    batch, H = h.shape[1], h.shape[2]
     for n in range(batch):
         for j in range(H):
-            h[n, j] = h0[n, j] if h0.shape[0] else np.float32(0.0)
-            c[n, j] = c0[n, j] if c0.shape[0] else np.float32(0.0)
-    _steps(bias, 0, x.reshape(-1), x.shape[2], wp, rp, h.reshape(-1), c.reshape(-1),
-           y.reshape(-1), batch, reverse)
+            h[0, n, j] = h0[0, n, j] if h0.shape[0] else np.float32(0.0)
+            c[0, n, j] = c0[0, n, j] if c0.shape[0] else np.float32(0.0)
+    _steps(bias[0], 0, x.reshape(-1), x.shape[2], wp[0], rp[0], h.reshape(-1),
+           c.reshape(-1), y.reshape(-1), batch, reverse)
