@@ -46,8 +46,9 @@ IDLE_POLL_S = 0.05
 class _Job:
     __slots__ = ("future", "fn", "args", "epoch", "stealable", "submitted")
 
-    def __init__(self, fn: Callable[..., Any], args: tuple, stealable: bool):
-        self.future: Future = LightFuture()
+    def __init__(self, fn: Callable[..., Any], args: tuple, stealable: bool,
+                 future: LightFuture | None = None):
+        self.future: Future = LightFuture() if future is None else future
         self.fn, self.args, self.epoch, self.stealable = fn, args, _epoch, stealable
         self.submitted = time.perf_counter()
 
@@ -197,10 +198,12 @@ def on_engine_thread() -> bool:
     return getattr(_local, "engine", False)
 
 
-def submit(fn: Callable[..., Any], *args: Any, stealable: bool = False) -> Future:
-    """Queue ``fn(*args)`` on the engine thread; returns its future at once. A
-    ``stealable`` job may run on a thread waiting for it instead (see ``help_until``)."""
-    return _get_engine().submit(_Job(fn, args, stealable))
+def submit(fn: Callable[..., Any], *args: Any, stealable: bool = False,
+           future: LightFuture | None = None) -> Future:
+    """Queue ``fn(*args)`` on the engine thread; returns its future at once (``future``, a
+    new pending LightFuture the caller made, when given). A ``stealable`` job may run on a
+    thread waiting for it instead (see ``help_until``)."""
+    return _get_engine().submit(_Job(fn, args, stealable, future))
 
 
 def help_until(future: Future) -> None:

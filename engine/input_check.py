@@ -42,6 +42,7 @@ class InputChecker:
 
     def __init__(self, specs: list[TensorSpec]):
         self.specs = specs
+        self._names = tuple(s.name for s in specs)
         self._accepted: tuple | None = None
         #: the (dtype, shape) key of the last call's inputs (None: not plain arrays)
         self.last_key: tuple | None = None
@@ -49,7 +50,8 @@ class InputChecker:
     def __call__(self, inputs) -> dict[str, Any]:
         key = self.last_key = self._key(inputs)
         if key is not None and key == self._accepted:
-            return {s.name: np.array(inputs[s.name], copy=True, order="C") for s in self.specs}
+            # (``copy`` makes a C-ordered array, like check_inputs' copy)
+            return {n: inputs[n].copy() for n in self._names}
         feeds = check_inputs(self.specs, inputs)
         self._accepted = key
         return feeds
@@ -67,14 +69,17 @@ class InputChecker:
     def _key(self, inputs) -> tuple | None:
         """(dtype, shape) of each input in spec order when ``inputs`` is a dict of exactly
         the model's inputs as plain non-object NumPy arrays, else None (checked in full)."""
-        if type(inputs) is not dict or len(inputs) != len(self.specs):
+        if type(inputs) is not dict or len(inputs) != len(self._names):
             return None
         key = []
-        for s in self.specs:
-            v = inputs.get(s.name)
-            if type(v) is not np.ndarray or v.dtype.hasobject:
+        for n in self._names:
+            v = inputs.get(n)
+            if type(v) is not np.ndarray:
                 return None
-            key.append((v.dtype, v.shape))
+            dtype = v.dtype
+            if dtype.hasobject:
+                return None
+            key.append((dtype, v.shape))
         return tuple(key)
 
 

@@ -29,7 +29,7 @@ from engine.step_memo import holdable as memo_holdable
 from engine.step_memo import keepable as memo_keepable
 from engine.step_memo import key_of as memo_key
 from engine.step_memo import same_objects as memo_same
-from engine.tensor import HostStored, Stored, free_released
+from engine.tensor import Stored, free_released
 
 #: CPU kernels that read only their input's shape (a device input is not read back for them)
 META_ONLY = frozenset({"Shape", "Size"})
@@ -44,11 +44,13 @@ class Slot:
         self.meta, self.cpu, self.dev = meta, cpu, dev
 
 
-def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
+def run_on_cpu(worker, feeds: dict[str, Any], names: list[str], results: dict[str, Any],
                keep: set[str], tuner=None, key=None) -> Iterator[Layer]:
-    """Run every layer with the CPU kernels; ``keep`` names tensors never freed (captures).
-    ``tuner``: the worker's ``ThreadTuner`` (None: no tuning for this run), which chooses the
-    layers that run on one thread for inputs of ``key`` (their dtypes and shapes).
+    """Run every layer with the CPU kernels; at the end, ``results`` maps those of ``names``
+    (outputs and captures) the run computed to their values. ``keep`` names tensors never
+    freed (captures). ``tuner``: the worker's ``ThreadTuner`` (None: no tuning for this
+    run), which chooses the layers that run on one thread for inputs of ``key`` (their
+    dtypes and shapes).
 
     The loop body is what every layer pays: look up the inputs, call the kernel, store the
     outputs, drop dead tensors, take two clock readings. Profile records are built after the
@@ -119,12 +121,9 @@ def run_on_cpu(worker, feeds: dict[str, Any], futures: dict[str, Future],
     total_ms = (clock() - t_run) * 1e3
     kind = cpu.type.value
     worker._finish_profile(lambda: _cpu_timings(worker, steps, marks, t_run, kind), total_ms)
-    for name, fut in futures.items():
-        if name not in values:
-            fut.set_exception(EngineError(f"tensor {name!r} was not computed"))
-        else:
-            value = values[name]
-            fut.set_result(HostStored(cpu, value))
+    for name in names:
+        if name in values:
+            results[name] = values[name]
 
 
 def _memo_step(memo: list, k: int, kind: int, fn, layer: Layer, args: list, constants):

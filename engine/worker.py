@@ -44,7 +44,7 @@ from engine.plan import (
 from engine.profile import Profile
 from engine.run_loops import Slot, meta_of, run_on_cpu, run_placed
 from engine.step_memo import eligible
-from engine.tensor import Tensor, free_released
+from engine.tensor import DeviceTensor, RunOutput, Tensor, free_released
 from engine.worker_steps import RunProfiles, Steps, build_cpu_steps
 
 ProgressCallback = Callable[[str, float], None]
@@ -219,18 +219,20 @@ class Worker:
             feeds = self._written_feeds(inputs) if writing else None
             if feeds is None:
                 feeds = self._check_inputs(inputs)
-            steps, finish = self._start_run(feeds, capture)
+            steps, finish, run, results = self._start_run(feeds, capture)
 
             def run_all():
                 for _ in steps:
                     pass
+                return results
 
-            job = self._last_job = executor.submit(run_all,
-                                                   stealable=self._backend.host_memory)
+            job = self._last_job = executor.submit(
+                run_all, stealable=self._backend.host_memory, future=run)
         finally:
             if writing:
                 self._writing.release()
-        job.add_done_callback(finish)
+        if run is None:  # (a CPU run's job sets the outputs' future itself)
+            job.add_done_callback(finish)
         return self
 
     def _written_feeds(self, inputs) -> dict[str, Any] | None:
@@ -262,7 +264,7 @@ class Worker:
         pending forever.
         """
         feeds = self._check_inputs(inputs)
-        steps, finish = self._start_run(feeds, capture)
+        steps, finish, _, _ = self._start_run(feeds, capture)
         run = Steps(steps, finish)
         self._last_job = weakref.ref(run)  # (dropping the iterator must still close it)
         return run
@@ -315,18 +317,29 @@ class Worker:
             captured = self._capture_names(capture)
             names = outputs + [n for n in captured if n not in set(outputs)]
             keep = set(captured)
-        futures = {n: LightFuture() for n in names}
         if self._backend is self._cpu:
-            self._outputs = {n: Tensor(n, f) for n, f in futures.items()}
+            # one future for all outputs: its result maps names to values (``RunOutput``)
+            run, results, cpu = LightFuture(), {}, self._cpu
+            self._outputs = {n: Tensor(n, RunOutput(run, n, cpu)) for n in names}
             self._last_feeds, self._last_signature = feeds, None  # (made when asked)
             key = self._input_checker.last_key  # None: inputs not plain arrays, no tuning
             tuner = None if keep or key is None else self._thread_tuner()
-            steps = run_on_cpu(self, feeds, futures, keep, tuner, key)
-        else:
-            self._outputs = {n: Tensor(n, f, owns_handle=True) for n, f in futures.items()}
-            self._live.update(self._outputs.values())
-            self._last_signature = signature_of(feeds)
-            steps = self._placed_steps(feeds, futures, keep)
+            steps = run_on_cpu(self, feeds, names, results, keep, tuner, key)
+
+            def end(job: Future) -> None:  # schedule_iterable's end
+                if not run.done():
+                    exc = job.exception()
+                    if exc is None:
+                        run.set_result(results)
+                    else:
+                        run.set_exception(exc)
+
+            return steps, end, run, results
+        futures = {n: LightFuture() for n in names}
+        self._outputs = {n: DeviceTensor(n, f) for n, f in futures.items()}
+        self._live.update(self._outputs.values())
+        self._last_signature = signature_of(feeds)
+        steps = self._placed_steps(feeds, futures, keep)
 
         def finish(job: Future) -> None:
             exc = job.exception()
@@ -335,7 +348,7 @@ class Worker:
                     f.set_exception(exc or EngineError("the run produced no value for this "
                                                        "tensor"))
 
-        return steps, finish
+        return steps, finish, None, None
 
     def _placed_steps(self, feeds, futures, keep) -> Iterator[Layer]:
         sig = self._last_signature

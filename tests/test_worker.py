@@ -261,6 +261,34 @@ def test_kernel_failure_names_the_layer_and_the_worker_goes_on(rng):
         np.testing.assert_array_equal(w.peek_output().download_to_array(), x.reshape(2, 3))
 
 
+def test_a_failed_run_fails_every_output_and_its_shape_queries(rng):
+    """A CPU run's outputs share the run's one future: each output, read as data or asked
+    for its shape, raises the layer's error; the next run's outputs are whole again."""
+    nodes = [helper.make_node("Shape", ["x"], ["n"], name="shape"),
+             helper.make_node("Reshape", ["x", "s"], ["y"], name="reshaper"),
+             helper.make_node("Neg", ["x"], ["z"], name="neg")]
+    m = ModelLoader.load(model(nodes, [("x", F, [6]), ("s", I64, [2])],
+                               [("n", I64, [1]), ("y", F, [None, None]), ("z", F, [6])])
+                         .SerializeToString())
+    x = rng.standard_normal(6).astype(np.float32)
+    with Worker(m) as w:
+        w.schedule({"x": x, "s": np.array([4, 4], np.int64)})
+        outs = [w.peek_output(name) for name in ("n", "y", "z")]
+        for out in outs:
+            with pytest.raises(KernelError, match="reshaper"):
+                out.download_to_array()
+            with pytest.raises(KernelError, match="reshaper"):
+                out.shape
+            assert out.is_scheduled and "failed: KernelError" in repr(out)
+        w.schedule({"x": x, "s": np.array([3, 2], np.int64)})
+        assert w.peek_output("y").shape == (3, 2)
+        np.testing.assert_array_equal(w.peek_output("n").download_to_array(), [6])
+        np.testing.assert_array_equal(w.peek_output("y").download_to_array(), x.reshape(3, 2))
+        np.testing.assert_array_equal(w.peek_output("z").download_to_array(), -x)
+        with pytest.raises(KernelError):
+            outs[2].download_to_array()  # the failed run's tensors keep their error
+
+
 def test_inputs_accepted_before_are_still_copied_and_new_ones_checked(chain, rng):
     """A run on arrays of the dtypes and shapes the last run accepted skips the checks, not
     the copy; other arrays are checked in full again."""
