@@ -64,6 +64,10 @@ def _run(proto, feeds, monkeypatch):
     ((1, 5, 14, 22), 12, "LeakyRelu", 2),
     ((1, 4, 18, 20), 8, None, 3),          # 3x3 windows, no activation
     ((1, 8, 12, 10), 16, "Relu", (2, 1)),  # a recognizer's 2x1 pool
+    # rows of 16 pooled values or more take the vector path, with a tail of single values
+    ((1, 6, 8, 70), 16, None, 2),
+    ((1, 8, 12, 40), 16, "Relu", (2, 1)),
+    ((1, 3, 10, 128), 8, "Relu", 2),
 ])
 def test_fused_conv_maxpool_matches_onnxruntime(x_shape, m, act, window, monkeypatch):
     kh, kw = (window, window) if isinstance(window, int) else window
@@ -77,12 +81,16 @@ def test_fused_conv_maxpool_matches_onnxruntime(x_shape, m, act, window, monkeyp
     np.testing.assert_allclose(unfused, want, rtol=1e-4, atol=1e-5)
 
 
-def test_nan_and_inf_pool_as_the_layers_do(monkeypatch):
-    proto = _model((1, 4, 16, 16), 8, "Relu", {"kernel_shape": [2, 2], "strides": [2, 2]})
-    x = np.random.default_rng(8).normal(0, 1, (1, 4, 16, 16)).astype(np.float32)
+@pytest.mark.parametrize("width,window,act", [(16, (2, 2), "Relu"), (72, (2, 2), "Relu"),
+                                              (72, (2, 1), None), (40, (2, 1), "Relu")])
+def test_nan_and_inf_pool_as_the_layers_do(width, window, act, monkeypatch):
+    proto = _model((1, 4, 16, width), 8, act, {"kernel_shape": list(window),
+                                               "strides": list(window)})
+    x = np.random.default_rng(8).normal(0, 1, (1, 4, 16, width)).astype(np.float32)
     x[0, 1, 3, 5] = np.nan
     x[0, 2, 9, 1] = np.inf
     x[0, 0, 12, 12] = -np.inf
+    x[0, 3, 6, width - 2] = np.nan  # in the row's tail of single values
     fused, unfused, ran = _run(proto, {"x": x}, monkeypatch)
     assert ran
     assert np.isnan(fused).any() and np.array_equal(np.isnan(fused), np.isnan(unfused))

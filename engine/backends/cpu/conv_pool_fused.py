@@ -21,6 +21,17 @@ from numba import njit
 from engine.backends.cpu.activation import ACT_CLIP, ACT_LEAKY, ACT_NONE, ACT_RELU, act_row
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.pool_same import _mx
+from engine.backends.cpu.simd import (
+    LANES,
+    vadd,
+    vle_select,
+    vload,
+    vmax,
+    vpairmax,
+    vsplat,
+    vstore,
+    vzero,
+)
 
 #: make the fusion where it applies (False: Conv and MaxPool run apart; tests, benchmarks)
 ENABLED = True
@@ -36,10 +47,49 @@ def monotone(act: int, params) -> bool:
 
 
 @njit(**_OPTS)
+def _pool2_rows(src, Wq, dst, y0, y1, pw, b, relu):
+    """``pool_rows`` for 2 x 2 and 2 x 1 windows and no activation or ReLU, 16 outputs a
+    step in registers (``simd``): the rows' maximum, then for 2 x 2 the neighbours' by a
+    lane shuffle. The loop of ``pool_rows`` pairing strided values ran scalar, 1.5 ns a
+    2 x 2 output: ~9% of a recognizer whose four convolutions pool."""
+    ohp, owp = dst.shape
+    bv, zero = vsplat(b), vzero()
+    z = b - b
+    for py in range(y0 // 2, min(y1 // 2, ohp)):
+        r0 = (py * 2 - y0) * Wq
+        r1 = r0 + Wq
+        d = dst[py]
+        q = 0
+        while q + LANES <= owp:
+            if pw == 2:
+                o, o1 = r0 + 2 * q, r1 + 2 * q
+                v = vpairmax(vmax(vload(src, o), vload(src, o1)),
+                             vmax(vload(src, o + LANES), vload(src, o1 + LANES)))
+            else:
+                v = vmax(vload(src, r0 + q), vload(src, r1 + q))
+            v = vadd(v, bv)
+            if relu:
+                v = vle_select(v, zero, zero, v)  # (NaN fails the test and stays)
+            vstore(d, q, v)
+            q += LANES
+        for k in range(q, owp):
+            if pw == 2:
+                o, o1 = r0 + 2 * k, r1 + 2 * k
+                m = _mx(_mx(src[o], src[o1]), _mx(src[o + 1], src[o1 + 1]))
+            else:
+                m = _mx(src[r0 + k], src[r1 + k])
+            v = m + b
+            d[k] = z if relu and v <= z else v
+
+
+@njit(**_OPTS)
 def pool_rows(src, Wq, dst, y0, y1, ph, pw, b, act, p0, p1, pooled):
     """Rows ``y0:y1`` of a convolution held in ``src`` (row pitch ``Wq``, row ``y0`` first)
     -> the rows of ``dst`` = act(max over ph x pw windows + b) they cover in full.
     ``pooled``: scratch of (pw + 1) * dst.shape[1] floats."""
+    if ph == 2 and pw <= 2 and (act == ACT_NONE or act == ACT_RELU):
+        _pool2_rows(src, Wq, dst, y0, y1, pw, b, act == ACT_RELU)
+        return
     ohp, owp = dst.shape
     n = owp * pw
     for py in range(y0 // ph, min(y1 // ph, ohp)):

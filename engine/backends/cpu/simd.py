@@ -172,6 +172,42 @@ vlt_select = intrinsic(_select("<"))
 vle_select = intrinsic(_select("<="))
 
 
+def _ieee_max(builder, a, b):
+    """IEEE 754-2019 ``maximum`` per lane: NaN when either lane is NaN (``pool_same._mx``)."""
+    m = builder.select(builder.fcmp_ordered(">", a, b), a, b)
+    return builder.select(builder.fcmp_unordered("uno", a, a), a, m)
+
+
+@intrinsic
+def vmax(typingctx, a, b):
+    """The larger of ``a`` and ``b`` per lane, NaN where either is NaN."""
+    if not (a == f32x16 and b == f32x16):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _ieee_max(builder, args[0], args[1])
+
+    return f32x16(a, b), codegen
+
+
+@intrinsic
+def vpairmax(typingctx, a, b):
+    """The larger of each pair of neighbours in the 32 values ``a`` then ``b``: lane k is
+    ``max(v[2k], v[2k + 1])`` (NaN where either is), a 2-wide pool along a row."""
+    if not (a == f32x16 and b == f32x16):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lanes = ir.VectorType(ir.IntType(32), LANES)
+        evens = builder.shuffle_vector(args[0], args[1], ir.Constant(
+            lanes, [2 * k for k in range(LANES)]))
+        odds = builder.shuffle_vector(args[0], args[1], ir.Constant(
+            lanes, [2 * k + 1 for k in range(LANES)]))
+        return _ieee_max(builder, evens, odds)
+
+    return f32x16(a, b), codegen
+
+
 @njit(inline="always")
 def vfma3(w, x0, x1, x2, a, b, c):
     """``w * x + acc`` for three vectors of one register-tile row (one weight broadcast)."""
