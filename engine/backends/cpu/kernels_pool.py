@@ -14,6 +14,7 @@ from engine.backends.cpu.activation import carr
 from engine.backends.cpu.pool_avg3s2 import avg3s2, avg3s2_claimed
 from engine.backends.cpu.pool_halve import pool_halve
 from engine.backends.cpu.pool_max3s2 import max3s2, max3s2_claimed
+from engine.backends.cpu.pool_max3s2_vec import max3s2_f32, max3s2_f32_claimed
 from engine.backends.cpu.pool_same import pool_same, pool_same_claimed
 from engine.backends.cpu.registry import cpu_kernel
 from engine.backends.cpu.threads import SPLIT_MIN_ELEMENTS, parallel_for, stream_grain
@@ -256,12 +257,14 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         if mode == MAX and (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1) and \
                 x.dtype in (np.float32, np.float64):
             g4 = (ph, pw, eh, ew)
+            one, gated = (max3s2_f32, max3s2_f32_claimed) if x.dtype == np.float32 \
+                else (max3s2, max3s2_claimed)
             # gated (helpers start in microseconds, no GIL hand-off): SqueezeNet's first pool
             # 150 -> 124 us against parallel_for, one thread alone 150
             threads.parallel_tasks(
-                lambda lo, hi: max3s2(xs, os_, g4, lo, hi),
-                lambda gate, gen, polls, chunk: max3s2_claimed(gate, gen, polls, chunk, xs,
-                                                               os_, g4), N * C, grain)
+                lambda lo, hi: one(xs, os_, g4, lo, hi),
+                lambda gate, gen, polls, chunk: gated(gate, gen, polls, chunk, xs, os_, g4),
+                N * C, grain)
             return out
         if mode == AVG and (kh, kw, sh, sw, dh, dw) == (3, 3, 2, 2, 1, 1) and \
                 x.dtype in (np.float32, np.float64):

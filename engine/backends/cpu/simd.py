@@ -208,6 +208,36 @@ def vpairmax(typingctx, a, b):
     return f32x16(a, b), codegen
 
 
+@intrinsic
+def vevens(typingctx, a, b):
+    """The even-numbered of the 32 values ``a`` then ``b``: lane k is ``v[2k]``."""
+    if not (a == f32x16 and b == f32x16):
+        return None
+
+    def codegen(context, builder, sig, args):
+        lanes = ir.VectorType(ir.IntType(32), LANES)
+        return builder.shuffle_vector(args[0], args[1], ir.Constant(
+            lanes, [2 * k for k in range(LANES)]))
+
+    return f32x16(a, b), codegen
+
+
+@intrinsic
+def vnext(typingctx, v, x):
+    """Lanes 1 to 15 of ``v`` then the float32 ``x``: the vector one value further along."""
+    if not (v == f32x16 and x == types.float32):
+        return None
+
+    def codegen(context, builder, sig, args):
+        last = builder.insert_element(ir.Constant(_VT, None), args[1],
+                                      ir.Constant(ir.IntType(32), 0))
+        lanes = ir.VectorType(ir.IntType(32), LANES)
+        return builder.shuffle_vector(args[0], last, ir.Constant(
+            lanes, list(range(1, LANES + 1))))
+
+    return f32x16(v, x), codegen
+
+
 @njit(inline="always")
 def vfma3(w, x0, x1, x2, a, b, c):
     """``w * x + acc`` for three vectors of one register-tile row (one weight broadcast)."""
