@@ -46,11 +46,18 @@ def test_nan_and_inf_where_the_vectors_and_tails_reach(rng, nthreads, shape):
     assert_ieee_equal(got, want.astype(np.float32), rtol=0, what="3x3/2 max pool")
 
 
+@pytest.mark.parametrize("shape", [(2, 7, 28, 28), (1, 5, 112, 112), (1, 3, 57, 41)])
 @pytest.mark.parametrize("pads,ceil", [([1, 1, 1, 1], 0), ([0, 0, 1, 1], 0), ([0, 0, 0, 0], 1)])
-def test_pools_over_the_edges(rng, nthreads, pads, ceil):
-    x = rng.standard_normal((2, 7, 28, 28)).astype(np.float32)
+def test_pools_over_the_edges(rng, nthreads, shape, pads, ceil):
+    x = rng.standard_normal(shape).astype(np.float32)
     got = _pool(x, pads=pads, ceil_mode=ceil)
     np.testing.assert_array_equal(got, ref_pool(x, [3, 3], [2, 2], pads, [1, 1], ceil, "max"))
+    x[0, 0, 5, -1] = np.nan  # the last column, in the row's end pad's window
+    x[0, -1, -1, 17] = np.nan
+    x[0, 1, 0, 0] = -np.inf
+    got = _pool(x, pads=pads, ceil_mode=ceil)
+    assert_ieee_equal(got, _pool(x.astype(np.float64), pads=pads, ceil_mode=ceil)
+                      .astype(np.float32), rtol=0, what="padded 3x3/2 max pool")
 
 
 def test_the_float32_kernel_runs(rng, monkeypatch):
