@@ -74,3 +74,25 @@ def test_the_shapes_it_takes():
     assert not pool16.wanted(256, (3, 3), (2, 2), False, (13, 13))
     assert not pool16.wanted(8, (5, 5), (1, 1), True, (20, 20))  # under one block
     assert not pool16.wanted(64, (3, 3), (2, 2), True, (56, 56))
+
+
+def test_overhanging_windows_are_seen():
+    # ceil mode without pads: the last window reaches one column and row past 28 x 28
+    assert kp._overhangs(3, 3, 2, 2, 0, 0, (480, 28, 28), (480, 14, 14))
+    assert kp._overhangs(3, 3, 2, 2, 1, 1, (8, 28, 28), (8, 14, 14))
+    assert not kp._overhangs(3, 3, 2, 2, 0, 0, (256, 27, 27), (256, 13, 13))
+
+
+def test_a_ceil_mode_pool_runs_here(rng, monkeypatch):
+    calls = []
+    blocks = pool16.pool16_blocks
+    monkeypatch.setattr(pool16, "pool16_blocks", lambda *a: calls.append(1) or blocks(*a))
+    from engine.backends.cpu import threads
+    threads.set_serial(True)
+    try:
+        x = rng.standard_normal((1, 48, 28, 28)).astype(np.float32)
+        got = kp.MaxPool(_layer([3, 3], [2, 2], [0, 0, 0, 0], 1), [x])
+    finally:
+        threads.set_serial(False)
+    assert calls
+    np.testing.assert_array_equal(got, ref_pool(x, [3, 3], [2, 2], [0] * 4, [1, 1], 1, "max"))

@@ -211,6 +211,12 @@ def _g2(gt: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(v for i, v in enumerate(gt) if i % 3)
 
 
+def _overhangs(kh, kw, sh, sw, ph, pw, in_shape, out_shape) -> bool:
+    """Whether some window of a 2-D pool reaches past the input (pads, ceil mode)."""
+    (H, W), (oh, ow) = in_shape[1:], out_shape[1:]
+    return bool(ph or pw or (oh - 1) * sh + kh > H + ph or (ow - 1) * sw + kw > W + pw)
+
+
 def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = False):
     if x.ndim < 3 or x.ndim > 5:
         raise KernelError(f"layer {layer.name!r}: the CPU pools 1-D, 2-D and 3-D inputs only "
@@ -241,7 +247,8 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         kh, kw, sh, sw, dh, dw, ph, pw, eh, ew = g2
         plane = xs[0].size
         if mode == MAX and dh == dw == 1 and x.dtype == np.float32 and POOL16 and \
-                pool16.wanted(N * C, (kh, kw), (sh, sw), bool(ph or pw or eh or ew),
+                pool16.wanted(N * C, (kh, kw), (sh, sw), _overhangs(kh, kw, sh, sw, ph, pw,
+                                                                    xs.shape, os_.shape),
                               os_.shape[1:]):
             nb = -(-(N * C) // pool16.L)
             threads.parallel_tasks(
