@@ -278,7 +278,7 @@ def test_a_failed_run_fails_every_output_and_its_shape_queries(rng):
             with pytest.raises(KernelError, match="reshaper"):
                 out.download_to_array()
             with pytest.raises(KernelError, match="reshaper"):
-                out.shape
+                _ = out.shape
             assert out.is_scheduled and "failed: KernelError" in repr(out)
         w.schedule({"x": x, "s": np.array([3, 2], np.int64)})
         assert w.peek_output("y").shape == (3, 2)
