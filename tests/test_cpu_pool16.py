@@ -96,3 +96,38 @@ def test_a_ceil_mode_pool_runs_here(rng, monkeypatch):
         threads.set_serial(False)
     assert calls
     np.testing.assert_array_equal(got, ref_pool(x, [3, 3], [2, 2], [0] * 4, [1, 1], 1, "max"))
+
+
+@pytest.mark.parametrize("count_pad", [0, 1])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_average_pools_match_float64_and_the_row_kernels(rng, nthreads, case, count_pad,
+                                                        monkeypatch):
+    shape, k, s, pads, ceil = CASES[case]
+    x = rng.standard_normal(shape).astype(np.float32)
+    layer = L("AveragePool", kernel_shape=k, strides=s, pads=pads, ceil_mode=ceil,
+              count_include_pad=count_pad)
+    monkeypatch.setattr(pool16, "wanted", lambda *a: True)
+    got = kp.AveragePool(layer, [x])
+    want = ref_pool(x, k, s, pads, [1, 1], ceil, "avg", bool(count_pad))
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
+    monkeypatch.setattr(kp, "POOL16", False)
+    np.testing.assert_allclose(kp.AveragePool(layer, [x]), got, rtol=2e-6, atol=2e-7)
+
+
+def test_an_average_of_nan_and_inf(rng, monkeypatch):
+    shape, k, s, pads, ceil = CASES[1]
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0, 4, 4] = np.nan
+    x[0, 1, 0, 0] = np.inf
+    x[0, 2, 9, 9] = -np.inf
+    layer = L("AveragePool", kernel_shape=k, strides=s, pads=pads, ceil_mode=ceil)
+    monkeypatch.setattr(pool16, "wanted", lambda *a: True)
+    got = kp.AveragePool(layer, [x])
+    monkeypatch.setattr(kp, "POOL16", False)
+    want = kp.AveragePool(layer, [x])
+    assert np.isnan(got).any() and np.isinf(got).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(got[fin], want[fin], rtol=2e-6, atol=2e-7)

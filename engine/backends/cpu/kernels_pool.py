@@ -25,8 +25,8 @@ MAX, AVG, LP = 0, 1, 2
 #: the row kernel does ~3x a scale/shift's work per input element: it pays for the pool
 #: thread's hand-off from about half as many elements
 ROWS_SPLIT_ELEMENTS = 500_000
-#: float32 max pools of many small planes take ``pool16`` (False: the row kernels; tests,
-#: benchmarks)
+#: float32 max and average pools of many small planes take ``pool16`` (False: the row
+#: kernels; tests, benchmarks)
 POOL16 = True
 #: ``pool_same`` makes four passes over each value (~0.55 ns a value on one core): it pays
 #: for the hand-off from 100K values (inception_v2's 256 x 28 x 28 pool: 111 -> 65 us)
@@ -246,15 +246,18 @@ def _pool(layer, x: np.ndarray, mode: int, p: float = 2.0, want_idx: bool = Fals
         g2, cp = _g2(gt), bool(layer.attr("count_include_pad", 0))
         kh, kw, sh, sw, dh, dw, ph, pw, eh, ew = g2
         plane = xs[0].size
-        if mode == MAX and dh == dw == 1 and x.dtype == np.float32 and POOL16 and \
+        if mode in (MAX, AVG) and dh == dw == 1 and x.dtype == np.float32 and POOL16 and \
                 pool16.wanted(N * C, (kh, kw), (sh, sw), _overhangs(kh, kw, sh, sw, ph, pw,
                                                                     xs.shape, os_.shape),
                               os_.shape[1:]):
             nb = -(-(N * C) // pool16.L)
+            is_max = mode == MAX
             threads.parallel_tasks(
-                lambda lo, hi: pool16.pool16_blocks(xs, os_, kh, kw, sh, sw, ph, pw, lo, hi),
+                lambda lo, hi: pool16.pool16_blocks(xs, os_, kh, kw, sh, sw, ph, pw, eh, ew,
+                                                    is_max, cp, lo, hi),
                 lambda gate, gen, polls, chunk: pool16.pool16_claimed(
-                    gate, gen, polls, chunk, nb, xs, os_, kh, kw, sh, sw, ph, pw),
+                    gate, gen, polls, chunk, nb, xs, os_, kh, kw, sh, sw, ph, pw, eh, ew,
+                    is_max, cp),
                 nb, stream_grain(nb, plane * pool16.L, ROWS_SPLIT_ELEMENTS))
             return out
         if sh == sw == dh == dw == 1 and kh == ph + eh + 1 and kw == pw + ew + 1 and \
