@@ -62,7 +62,7 @@ class ConvPlan:
     __slots__ = ("key", "w", "bias", "kind", "out_shape", "group", "Cg", "Mg", "P", "act",
                  "params", "gd", "w3", "b", "grain", "K", "w2", "gi", "ow", "rows", "per",
                  "ntiles", "tiled", "bg", "wino", "sg", "blk", "sp", "dw", "alone", "dn",
-                 "patch", "pwp")
+                 "patch", "pwp", "b_shuffled")
 
 
 #: patchify convolutions with few input channels on the blocked dense kernel (``nchw16c_dense``),
@@ -95,7 +95,7 @@ def plan(layer, x: np.ndarray, w: np.ndarray, bias) -> ConvPlan:
     plan.P = P = int(np.prod(g.out_shape))
     plan.act = act = activation_of(layer)
     plan.params = act_params(act, x.dtype)
-    plan.alone = plan.pwp = None
+    plan.alone = plan.pwp = plan.b_shuffled = None
     b = np.zeros(0, x.dtype) if bias is None else carr(bias.reshape(-1), x.dtype)
     if g.rank == 2 and group == C and w.shape[1] == 1:
         plan.kind = "depthwise"

@@ -150,24 +150,29 @@ def Conv(layer, inputs):
     return conv(layer, inputs)
 
 
-def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None, pool=None):
+def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None, pool=None,
+         shuffle=False):
     """Conv; ``act`` (code, p0, p1) overrides the layer's fused activation, and ``res`` (an
     array of the output's shape) is added after it, followed by the activation ``post``.
     ``out``: a C-contiguous array of the output's shape and dtype to write (None: a new
     one), e.g. a slice of a concatenation's output. ``pool`` (kh, kw): return the
     non-overlapping max pool of the output instead (``conv_pool_fused``), or None where this
-    layer's kernel or activation cannot pool."""
+    layer's kernel or activation cannot pool. ``shuffle``: a grouped 1x1 layer writes its
+    output channel-shuffled (``step_fusion_shuffle``: channel ``k * M/group + j`` at
+    ``j * group + k``); None for any other layer, or with ``res``."""
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     if pool is not None:
         return _conv_pooled(layer, x, w, bias, pool) if act is None and res is None \
             and out is None else None
     if x.dtype.char == "e" and w.dtype == x.dtype:  # float16: float32 math, rounded back once
-        if act is not None or res is not None or out is not None:
+        if act is not None or res is not None or out is not None or shuffle:
             return None  # the caller runs the absorbed layers itself
         return Conv(layer, [None if a is None else a.astype(np.float32)
                             for a in inputs]).astype(np.float16)
     plan = _plan(layer, x, w, bias)
+    if shuffle and (plan.kind != "pointwise" or plan.group == 1 or res is not None):
+        return None
     if plan.alone is not None and act is None and res is None and out is None \
             and x.flags.c_contiguous:
         return conv_blocked.run_alone(plan.alone, x)
@@ -254,18 +259,25 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
         x3 = x5.reshape(N, C, P)
         nt = threads.threads()
         blocks = max(1, min(-(-P // 256), -(-2 * nt // (N * group))))
+        # shuffled, output channel j * group + k holds group k's row j: image n's output is
+        # the C-contiguous (Mg, group * P) matrix whose columns k * P .. (k + 1) * P are
+        # group k's rows, so products and epilogues address it as they do unshuffled rows
+        rows_of = out.reshape(N, Mg, group * P) if shuffle else None
 
         def products(i0, i1):
             for i in range(i0, i1):
                 n, k, j = i // (group * blocks), (i // blocks) % group, i % blocks
                 c0, c1 = P * j // blocks, P * (j + 1) // blocks
-                og = out3[n, k * Mg:(k + 1) * Mg]
+                if shuffle:
+                    og, at = rows_of[n], k * P
+                else:
+                    og, at = out3[n, k * Mg:(k + 1) * Mg], 0
                 np.matmul(w2[k * Mg:(k + 1) * Mg], x3[n, k * Cg:(k + 1) * Cg, c0:c1],
-                          out=og[:, c0:c1])
+                          out=og[:, at + c0:at + c1])
                 epi = _epi(og, plan.bg[k], plan, a0, params,
                            None if res3 is None else res3[n, k * Mg:(k + 1) * Mg], fz)
                 if epi is not None:
-                    epi(0, Mg, c0, c1)
+                    epi(0, Mg, at + c0, at + c1)
 
         if N * M * Cg * P >= threads.SPLIT_MIN_FLOPS:
             threads.parallel_for(products, N * group * blocks)
@@ -274,10 +286,16 @@ def conv(layer, inputs, act=None, res=None, post=(ACT_NONE, 0.0, 0.0), out=None,
         # epilogue pass (residual included), ~15 us less per layer than a product and
         # epilogue call per group
         wg3 = w2.reshape(group, Mg, Cg)
+        b = plan.b
+        if shuffle and b.size:
+            if plan.b_shuffled is None:
+                plan.b_shuffled = np.ascontiguousarray(b.reshape(group, Mg).T.reshape(-1))
+            b = plan.b_shuffled
         for n in range(N):
-            np.matmul(wg3, x3[n].reshape(group, Cg, P), out=out3[n].reshape(group, Mg, P))
-            epi = _epi(out3[n], plan.b, plan, a0, params, None if res3 is None else res3[n],
-                       fz)
+            og3 = out.reshape(N, Mg, group, P)[n].transpose(1, 0, 2) if shuffle \
+                else out3[n].reshape(group, Mg, P)
+            np.matmul(wg3, x3[n].reshape(group, Cg, P), out=og3)
+            epi = _epi(out3[n], b, plan, a0, params, None if res3 is None else res3[n], fz)
             if epi is not None:
                 epi(0, M, 0, P)
         return out

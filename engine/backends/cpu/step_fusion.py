@@ -15,6 +15,8 @@ reads, saving a pass over memory and a layer's dispatch:
   (``step_fusion_concat``);
 * Conv -> MaxPool with kernel = stride and no padding: the pool runs in the Conv's
   epilogue (``conv_pool_fused``);
+* a grouped 1x1 Conv -> channel shuffle (Reshape, Transpose, Reshape): the Conv writes the
+  shuffled order (``step_fusion_shuffle``);
 * squeeze-and-excitation (GlobalAveragePool, two 1x1 Convs, Mul) as one step
   (``step_fusion_conv``, ``kernels_se``);
 * BatchNormalization -> Relu: one scale, shift and clamp pass;
@@ -56,6 +58,7 @@ from engine.backends.cpu.step_fusion_nlp import (
     match_gelu_tanh,
     match_layer_norm,
 )
+from engine.backends.cpu.step_fusion_shuffle import match_conv_shuffle
 
 NO_POST = (ACT_NONE, 0.0, 0.0)
 
@@ -93,7 +96,8 @@ def fuse_steps(steps: list[tuple], constants: dict | None = None) -> list[tuple]
         if layer.op_type == "Conv":
             fused = _conv_chain(i, steps, st[3], only_users, constants) \
                 or match_concat_of_convs(i, steps, st[3], only_users, constants) \
-                or match_conv_maxpool(i, steps, st[3], only_users, constants)
+                or match_conv_maxpool(i, steps, st[3], only_users, constants) \
+                or match_conv_shuffle(i, steps, st[3], only_users, constants)
         elif layer.op_type == "GlobalAveragePool":
             fused = match_squeeze_excite(i, steps, st[3], only_users, constants)
         elif layer.op_type == "BatchNormalization" and len(layer.outputs) == 1:
