@@ -195,3 +195,56 @@ def test_worker_results_hold_through_the_tuning(rng, tmp_path, monkeypatch, two_
     finally:
         worker.close()
     assert not threads._serial  # the loop leaves the switch off
+
+
+def _marks_gap(durations, gap):
+    """``_marks`` with ``gap`` seconds between steps (time a run spends outside them)."""
+    marks, t = [], 0.0
+    for d in durations:
+        marks += [t, t + d]
+        t += d + gap
+    return marks
+
+
+def _drive_gaps(tuner, n, alone_s, split_s, gap_alone, gap_split, runs=300):
+    """Each step takes ``alone_s`` alone, ``split_s`` split; a run whose layers all run
+    alone spends ``gap_alone`` between steps, any other ``gap_split``. Returns the modes
+    of each run."""
+    seen = []
+    for _ in range(runs):
+        modes = tuner.modes(("k",), n)
+        seen.append(modes)
+        every = modes is not None and all(modes)
+        per = [alone_s if modes is not None and modes[k] else split_s for k in range(n)]
+        tuner.record(_marks_gap(per, gap_alone if every else gap_split))
+        if tuner.final is not None:
+            break
+    return seen
+
+
+def test_tuner_runs_every_layer_alone_when_whole_runs_are_faster_so():
+    """Each layer is faster split, but runs with every layer alone are faster as a whole
+    (the split layers lose more between them): the tuner keeps every layer alone."""
+    tuner = tt.ThreadTuner()
+    seen = _drive_gaps(tuner, 3, 110e-6, 100e-6, 10e-6, 80e-6)
+    assert tuner.final == [True, True, True]
+    assert tuner.modes(("k",), 3) == [True, True, True]
+    # the per-layer runs alone (and the untimed first one), then half the whole-run check
+    assert seen.count([True, True, True]) == tt.RUNS // 2 + 1 + tt.VERIFY // 2
+
+
+def test_tuner_keeps_split_when_every_layer_alone_is_slower():
+    """Runs with every layer alone are slower as a whole: no check of them, all split."""
+    tuner = tt.ThreadTuner()
+    seen = _drive_gaps(tuner, 3, 200e-6, 100e-6, 10e-6, 80e-6)
+    assert tuner.final == [False, False, False] and tuner.modes(("k",), 3) is None
+    # the untimed first run alone and two timed ones, then every layer settles split (alone
+    # over CLEAR x split); no whole-run check of them all alone
+    assert seen.count([True, True, True]) == 3
+
+
+def test_tuner_without_the_whole_run_check(monkeypatch):
+    monkeypatch.setattr(tt, "TRY_ALL_ALONE", False)
+    tuner = tt.ThreadTuner()
+    _drive_gaps(tuner, 3, 110e-6, 100e-6, 10e-6, 80e-6)
+    assert tuner.final == [False, False, False]

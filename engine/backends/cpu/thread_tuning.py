@@ -16,7 +16,11 @@ there is lower by at least ``MARGIN``. A layer far faster split (``CLEAR``) or t
 matter (``TINY_S``) is settled after two runs of each kind. Layers alone change what the
 next ones find in their caches (and let the pool's helper go to sleep), so the mix is then
 timed against every layer split, whole runs alternated the same way, and kept only when it
-is faster by ``KEEP_MARGIN``. One thread here means ``threads.set_serial``: the layer's
+is faster by ``KEEP_MARGIN``. Each layer may be faster split while the whole run is faster
+on one thread (the split layers' outputs then cross between the cores: ConvNeXt here,
+4.41 ms split, 3.96 alone): when the tuning's first runs, every layer alone, were not
+slower than its first runs split, every layer alone is then timed against the winner the
+same way. One thread here means ``threads.set_serial``: the layer's
 kernels run every chunk on the calling thread, with the same tiling and so the same
 results.
 """
@@ -42,6 +46,9 @@ KEEP_MARGIN = 0.02
 CLEAR = 1.25
 #: settled as split (nothing to gain) when both medians are below this many seconds
 TINY_S = 3e-6
+#: time every layer alone as a whole where the first runs suggest it (False: only the
+#: per-layer mix; tests and benchmarks)
+TRY_ALL_ALONE = True
 #: input signatures whose tuning a worker keeps at once (a model fed a few shapes in turn)
 KEYS = 4
 
@@ -50,7 +57,7 @@ class _State:
     """The tuning of one input signature."""
 
     __slots__ = ("runs", "mode", "alone_seen", "alone", "split", "choice", "final", "mix",
-                 "mixed", "plain")
+                 "mixed", "plain", "base", "runs_alone", "runs_split", "try_all")
 
     def __init__(self, steps: int):
         self.runs, self.mode, self.alone_seen = -SKIP, False, False
@@ -61,6 +68,13 @@ class _State:
         self.mix: list[bool] | None = None
         self.mixed: list[float] = []
         self.plain: list[float] = []
+        #: what a mix is timed against (None: every layer split)
+        self.base: list[bool] | None = None
+        #: whole-run times of the tuning's first runs (every layer alone, or every one split)
+        self.runs_alone: list[float] = []
+        self.runs_split: list[float] = []
+        #: whether every layer alone is still to be timed against the winner
+        self.try_all = False
 
 
 class ThreadTuner:
@@ -96,8 +110,8 @@ class ThreadTuner:
             st.mode = False
             return None
         st.mode = st.runs % 4 in (1, 2)  # A B B A: split, alone, alone, split
-        if st.mix is not None:  # the mix against all split
-            return st.mix if st.mode else None
+        if st.mix is not None:  # the mix against its base (all split, or a kept mix)
+            return st.mix if st.mode else st.base
         mode = st.mode
         return [mode if c is None else c for c in st.choice]
 
@@ -119,9 +133,17 @@ class ThreadTuner:
             st.runs += 1
             if len(st.mixed) + len(st.plain) >= VERIFY:
                 keep = np.median(st.mixed) < (1 - KEEP_MARGIN) * np.median(st.plain)
-                st.final = st.mix if keep else [False] * len(st.mix)
-                st.mix = st.mix if keep else None
+                winner = st.mix if keep else st.base
+                if st.try_all and not all(st.mix):
+                    # every layer alone against the winner, the same way
+                    st.try_all, st.base, st.mix = False, winner, [True] * len(st.mix)
+                    st.mixed, st.plain, st.runs = [], [], 0
+                    return
+                st.final = list(winner) if winner is not None else [False] * len(st.mix)
+                st.mix = winner
             return
+        if all(c is None for c in st.choice):  # (whole runs: every layer alone, or split)
+            (st.runs_alone if st.mode else st.runs_split).append(marks[-1] - marks[0])
         times = st.alone if st.mode else st.split
         for k, c in enumerate(st.choice):
             if c is None:
@@ -143,8 +165,14 @@ class ThreadTuner:
         if last or all(c is not None for c in st.choice):
             mix = [bool(c) for c in st.choice]
             st.alone = st.split = []  # (the samples are not needed any more)
+            # the first runs (every layer alone, or every layer split) no slower alone:
+            # all alone may win as a whole even where each layer alone did not
+            st.try_all = TRY_ALL_ALONE and bool(st.runs_alone) and bool(st.runs_split) \
+                and not all(mix) and np.mean(st.runs_alone) <= np.mean(st.runs_split)
             if any(mix):  # layers alone change what the others find in their caches
                 st.mix, st.runs = mix, 0
+            elif st.try_all:
+                st.try_all, st.mix, st.runs = False, [True] * len(mix), 0
             else:
                 st.final, st.mix = mix, None
 
