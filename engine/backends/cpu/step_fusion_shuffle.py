@@ -10,6 +10,11 @@ products write there directly (``kernels_conv.conv(shuffle=True)``) and the copy
 
 from __future__ import annotations
 
+import numpy as np
+
+from engine.backends.cpu.conv_plan import plan
+from engine.backends.cpu.kernels_conv import conv
+from engine.backends.cpu.kernels_shape import _out_shape
 from engine.backends.cpu.step_fusion_conv import _plain
 
 #: make the fusion where it applies (False: the Reshape/Transpose layers run; tests, benchmarks)
@@ -49,8 +54,6 @@ def match_conv_shuffle(i, steps, t, only_users, constants):
     checked: dict = {}  # (input shape, the two shape inputs' bytes) -> whether they shuffle
 
     def conv_shuffled(layer, args):
-        import numpy as np
-
         x, w = args[0], args[1]
         if type(x) is not np.ndarray or x.ndim != 4 or w.dtype != x.dtype:
             return None
@@ -63,8 +66,6 @@ def match_conv_shuffle(i, steps, t, only_users, constants):
             ok = checked[key] = _shuffles(layer, args, n_in, group, split_layer, merge_layer)
         if not ok:
             return None
-        from engine.backends.cpu.kernels_conv import conv
-
         return conv(layer, args[:n_in], shuffle=True)
 
     conv_shuffled.wants = (*steps[i][2], steps[split][2][1], steps[merge][2][1])
@@ -74,11 +75,6 @@ def match_conv_shuffle(i, steps, t, only_users, constants):
 def _shuffles(layer, args, n_in, group, split_layer, merge_layer) -> bool:
     """Whether the two Reshapes split the Conv's output channels into (group, M/group) and
     merge the swapped pair back, for these inputs."""
-    import numpy as np
-
-    from engine.backends.cpu.conv_plan import plan
-    from engine.backends.cpu.kernels_shape import _out_shape
-
     x = args[0]
     p = plan(layer, x, args[1], args[2] if n_in > 2 else None)
     if len(p.out_shape) != 2:
