@@ -172,6 +172,14 @@ vlt_select = intrinsic(_select("<"))
 vle_select = intrinsic(_select("<="))
 
 
+def _interleaved(builder, a, b, first: int):
+    """Every other one of the 32 values ``a`` then ``b`` from ``first`` (0: the even-numbered,
+    1: the odd-numbered): lane k is ``v[2k + first]``."""
+    lanes = ir.VectorType(ir.IntType(32), LANES)
+    return builder.shuffle_vector(a, b, ir.Constant(lanes, [2 * k + first
+                                                            for k in range(LANES)]))
+
+
 def _ieee_max(builder, a, b):
     """IEEE 754-2019 ``maximum`` per lane: NaN when either lane is NaN (``pool_same._mx``)."""
     m = builder.select(builder.fcmp_ordered(">", a, b), a, b)
@@ -198,12 +206,8 @@ def vpairmax(typingctx, a, b):
         return None
 
     def codegen(context, builder, sig, args):
-        lanes = ir.VectorType(ir.IntType(32), LANES)
-        evens = builder.shuffle_vector(args[0], args[1], ir.Constant(
-            lanes, [2 * k for k in range(LANES)]))
-        odds = builder.shuffle_vector(args[0], args[1], ir.Constant(
-            lanes, [2 * k + 1 for k in range(LANES)]))
-        return _ieee_max(builder, evens, odds)
+        return _ieee_max(builder, _interleaved(builder, args[0], args[1], 0),
+                         _interleaved(builder, args[0], args[1], 1))
 
     return f32x16(a, b), codegen
 
@@ -215,9 +219,7 @@ def vevens(typingctx, a, b):
         return None
 
     def codegen(context, builder, sig, args):
-        lanes = ir.VectorType(ir.IntType(32), LANES)
-        return builder.shuffle_vector(args[0], args[1], ir.Constant(
-            lanes, [2 * k for k in range(LANES)]))
+        return _interleaved(builder, args[0], args[1], 0)
 
     return f32x16(a, b), codegen
 
