@@ -12,6 +12,7 @@ from numba import njit
 from engine.backends.cpu import pool16, threads
 from engine.backends.cpu.activation import carr
 from engine.backends.cpu.pool_avg3s2 import avg3s2, avg3s2_claimed
+from engine.backends.cpu.pool_global_vec import global_avg_f32
 from engine.backends.cpu.pool_halve import pool_halve
 from engine.backends.cpu.pool_max3s2 import max3s2, max3s2_claimed
 from engine.backends.cpu.pool_max3s2_vec import max3s2_f32, max3s2_f32_claimed
@@ -31,6 +32,9 @@ POOL16 = True
 #: ``pool_same`` makes four passes over each value (~0.55 ns a value on one core): it pays
 #: for the hand-off from 100K values (inception_v2's 256 x 28 x 28 pool: 111 -> 65 us)
 SAME_SPLIT_ELEMENTS = 100_000
+#: float32 global average pools of planes up to this many values take ``pool_global_vec``'s
+#: 16-lane float32 sums; larger planes keep the float64 sum (0: every plane does; tests, benchmarks)
+VEC_GLOBAL_MAX = 4096
 #: fast-math without "nnan"/"ninf", which would let LLVM drop the NaN tests of the max
 FAST = {"nsz", "arcp", "contract", "afn", "reassoc"}
 
@@ -334,6 +338,12 @@ def _global(layer, x: np.ndarray, mode: int, p: float = 2.0):
     out = np.empty((N, C) + (1,) * (x.ndim - 2), x.dtype)
     # (the plane's size, not -1: an empty batch has no size to infer it from)
     x2, o1 = carr(x).reshape(N * C, int(np.prod(x.shape[2:]))), out.reshape(-1)
+    S = x2.shape[1]
+    if mode == AVG and x.dtype == np.float32 and 0 < S <= VEC_GLOBAL_MAX:
+        xf = x2.reshape(-1)
+        parallel_for(lambda lo, hi: global_avg_f32(xf, S, o1, lo, hi), N * C,
+                     grain=max(1, SPLIT_MIN_ELEMENTS // S))
+        return out
     parallel_for(lambda lo, hi: global_pool(x2, o1, mode, float(p), lo, hi), N * C,
                  grain=max(1, SPLIT_MIN_ELEMENTS // max(1, x2.shape[1])))
     return out

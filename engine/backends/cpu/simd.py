@@ -225,6 +225,26 @@ def vevens(typingctx, a, b):
 
 
 @intrinsic
+def vsum(typingctx, v):
+    """The float32 sum of the 16 lanes, as a tree: halves added four times."""
+    if v != f32x16:
+        return None
+
+    def codegen(context, builder, sig, args):
+        x, width = args[0], LANES
+        i32 = ir.IntType(32)
+        while width > 1:
+            width //= 2
+            high = builder.shuffle_vector(x, ir.Constant(_VT, None), ir.Constant(
+                ir.VectorType(i32, LANES), [width + k if k < width else k
+                                            for k in range(LANES)]))
+            x = builder.fadd(x, high)
+        return builder.extract_element(x, ir.Constant(i32, 0))
+
+    return types.float32(v), codegen
+
+
+@intrinsic
 def vnext(typingctx, v, x):
     """Lanes 1 to 15 of ``v`` then the float32 ``x``: the vector one value further along."""
     if not (v == f32x16 and x == types.float32):
