@@ -27,6 +27,7 @@ from engine.backends.cpu.linear_epilogue import EPI_BIAS, linear_epilogue
 from engine.backends.cpu.simd import (
     aligned,
     empty_aligned,
+    prefetch,
     vadd,
     vbcast,
     vfma,
@@ -44,6 +45,9 @@ MR = 8
 ROWS = 64
 #: use this kernel for linear layers (False: sgemm; tests and benchmarks)
 ENABLED = True
+#: the first register tile of a panel asks for the next panel's weights (False: the
+#: hardware's prefetching only; tests and benchmarks)
+PREFETCH = True
 #: larger weights go to sgemm unpacked: a packed copy of each would double the memory of
 #: big (often memory-mapped) models, whose products are long enough to amortise sgemm's
 #: packing anyway
@@ -168,12 +172,16 @@ def worth_packing(layer, w: np.ndarray, trans: bool = False, rows: int = 1 << 30
 
 
 @njit(**_OPTS)
-def _tile(a, r0, K, bp, boff, c, o, ldc):
-    """c[o + i * ldc:][:32] = a[r0 + i * K:][:K] @ panel, i < 8."""
+def _tile(a, r0, K, bp, boff, c, o, ldc, ahead):
+    """c[o + i * ldc:][:32] = a[r0 + i * K:][:K] @ panel, i < 8; with ``ahead`` > 0, the
+    panel values that far on (the next panel's) are asked for as this one's are read."""
     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = vzero()
     b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = vzero()
     for k in range(K):
         q = boff + k * NR
+        if ahead > 0:
+            prefetch(bp, q + ahead)
+            prefetch(bp, q + ahead + 16)
         x0, x1 = vload(bp, q), vload(bp, q + 16)
         v = vbcast(a, r0 + k)
         a0, b0 = vfma(v, x0, a0), vfma(v, x1, b0)
@@ -220,10 +228,11 @@ def _row(a, r0, K, bp, boff, c, o):
 
 
 @njit(**_OPTS)
-def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
+def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1, prefetch_next=True):
     """Rows ``m_lo:m_hi`` (whole tiles but the matrix's last) of column panels ``j0:j1`` of
     y (M, N) = epilogue(a (M*K,) @ w), w packed in ``bp``; ROWS rows at a time, so those
-    rows of ``a`` stay in cache while the panels stream past them."""
+    rows of ``a`` stay in cache while the panels stream past them; with ``prefetch_next``
+    the first tile of a panel asks for the next panel's weights."""
     N = y.shape[1]
     yf = y.reshape(-1)
     scratch_c = np.empty(MR * NR, np.float32)
@@ -235,10 +244,13 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
             boff = j * K * NR
             whole = n0 + NR <= N
             for m0 in range(r0, full, MR):
+                # the first tile of a panel asks for the next panel (read from the L3 cache
+                # or memory in a model; the tiles after it find it on its way)
+                ahead = K * NR if m0 == r0 and j + 1 < j1 and prefetch_next else 0
                 if whole:
-                    _tile(a, m0 * K, K, bp, boff, yf, m0 * N + n0, N)
+                    _tile(a, m0 * K, K, bp, boff, yf, m0 * N + n0, N, ahead)
                 else:
-                    _tile(a, m0 * K, K, bp, boff, scratch_c, 0, NR)
+                    _tile(a, m0 * K, K, bp, boff, scratch_c, 0, NR, ahead)
                     for i in range(MR):
                         for q in range(N - n0):
                             y[m0 + i, n0 + q] = scratch_c[i * NR + q]
@@ -254,7 +266,7 @@ def block(a, M, K, bp, y, bias, act, res, has_res, m_lo, m_hi, j0, j1):
 
 @njit(**_OPTS)
 def block_claimed(gate, generation, polls, chunk, by_rows, ntask, a, M, K, bp, y, bias, act,
-                  res, has_res, nb):
+                  res, has_res, nb, prefetch_next):
     """``block`` over column panels (or, ``by_rows``, register tiles of ``MR`` rows) as a
     gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
@@ -264,9 +276,10 @@ def block_claimed(gate, generation, polls, chunk, by_rows, ntask, a, M, K, bp, y
             break
         t1 = min(ntask, t0 + chunk)
         if by_rows:
-            block(a, M, K, bp, y, bias, act, res, has_res, t0 * MR, min(M, t1 * MR), 0, nb)
+            block(a, M, K, bp, y, bias, act, res, has_res, t0 * MR, min(M, t1 * MR), 0, nb,
+                  prefetch_next)
         else:
-            block(a, M, K, bp, y, bias, act, res, has_res, 0, M, t0, t1)
+            block(a, M, K, bp, y, bias, act, res, has_res, 0, M, t0, t1, prefetch_next)
     if polls > 0:
         helpers_back(gate, polls)
 
@@ -288,10 +301,11 @@ def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray
     nb = -(-N // NR)
     a = x2.reshape(-1)
     grain_macs = threads.SPLIT_MIN_FLOPS // 2
-    args = (a, M, K, bp, y, bias, act, res, has_res, nb)
+    pf = PREFETCH
+    args = (a, M, K, bp, y, bias, act, res, has_res, nb, pf)
     if M <= ROWS:
         threads.parallel_tasks(
-            lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, 0, M, lo, hi),
+            lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, 0, M, lo, hi, pf),
             lambda gate, gen, polls, chunk: block_claimed(gate, gen, polls, chunk, False, nb,
                                                           *args),
             nb, grain=max(1, grain_macs // max(1, M * K * NR)))
@@ -301,7 +315,7 @@ def matmul_packed(x2: np.ndarray, w: np.ndarray, y: np.ndarray, bias: np.ndarray
         tiles = -(-M // MR)
         threads.parallel_tasks(
             lambda lo, hi: block(a, M, K, bp, y, bias, act, res, has_res, lo * MR,
-                                 min(M, hi * MR), 0, nb),
+                                 min(M, hi * MR), 0, nb, pf),
             lambda gate, gen, polls, chunk: block_claimed(gate, gen, polls, chunk, True,
                                                           tiles, *args),
             tiles, grain=max(1, grain_macs // max(1, MR * K * nb * NR),
