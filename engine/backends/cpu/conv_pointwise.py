@@ -22,7 +22,15 @@ from numba import njit
 from engine.backends.cpu import threads
 from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, bias_act_rows, bias_res_act_rows
 from engine.backends.cpu.conv_depthwise import _OPTS
-from engine.backends.cpu.simd import vbcast, vfma, vload, vlt_select, vsplat, vstore
+from engine.backends.cpu.simd import (
+    prefetch,
+    vbcast,
+    vfma,
+    vload,
+    vlt_select,
+    vsplat,
+    vstore,
+)
 from engine.backends.cpu.spin import claim, helpers_back, open_gate
 
 #: output channels per register tile
@@ -39,6 +47,9 @@ CHUNK_MACS = 1_000_000
 #: and deeper ones, whose 48-pixel input runs no longer stay in the L1 cache)
 MAX_M = 64
 WIDE_M, WIDE_C = 256, 256
+#: each task's first tile asks for the next task's input (False: the hardware's prefetching
+#: only; tests and benchmarks)
+PREFETCH = True
 #: use this kernel where ``wanted`` says so (False: sgemm; tests and benchmarks)
 ENABLED = True
 #: patchify convolutions (kernel = stride, no padding) run here on their patches, copied
@@ -60,10 +71,11 @@ def pack(w2: np.ndarray) -> np.ndarray:
 
 
 @njit(**_OPTS)
-def _tile(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor):
+def _tile(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor, ahead):
     """y[o + i * ldy:][:48] = max(floor, bias[m0 + i] + sum over k of wp[wo + k * 8 + i] *
     x[q + k * ldx:][:48]), i < 8 (``floor`` 0 is a ReLU, -inf none; no branch, so the
-    accumulators stay in registers; a NaN stays NaN)."""
+    accumulators stay in registers; a NaN stays NaN). With ``ahead``, each input row's 48
+    values after these are asked for (the next task's)."""
     a0 = a1 = a2 = vsplat(bias[m0])
     b0 = b1 = b2 = vsplat(bias[m0 + 1])
     c0 = c1 = c2 = vsplat(bias[m0 + 2])
@@ -73,6 +85,11 @@ def _tile(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor):
     g0 = g1 = g2 = vsplat(bias[m0 + 6])
     h0 = h1 = h2 = vsplat(bias[m0 + 7])
     for k in range(C):
+        if ahead:
+            prefetch(x, q + NB)
+            prefetch(x, q + NB + 16)
+            prefetch(x, q + NB + 32)
+            prefetch(x, q + 2 * NB - 1)
         x0, x1, x2 = vload(x, q), vload(x, q + 16), vload(x, q + 32)
         w = wo + k * MR
         v = vbcast(wp, w)
@@ -127,7 +144,7 @@ def _tile16(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor):
 
 
 @njit(**_OPTS)
-def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1):
+def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1, prefetch_next=False):
     """Tasks ``t0:t1`` of ``y`` (M, P) = w @ ``x`` (C, P) and the epilogue: task t is
     pixels ``t * 48`` to ``t * 48 + 48`` (fewer in the last) of every output channel.
     ``res`` is (M, P) or has no rows (none). The bias and a ReLU (or no activation) are
@@ -144,9 +161,13 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1):
         p0 = t * NB
         n = min(NB, P - p0)
         if n == NB:
+            # the first tile asks for the input of the task after this one (each input row
+            # is a stream of its own, too many for the hardware to follow)
+            ahead = prefetch_next and t + 1 < t1
             for mt in range(M // MR):
                 m0 = mt * MR
-                _tile(xf, P, p0, wp, m0 * C, C, yf, P, m0 * P + p0, b, m0, floor)
+                _tile(xf, P, p0, wp, m0 * C, C, yf, P, m0 * P + p0, b, m0, floor,
+                      ahead and mt == 0)
         else:  # the last pixels: 16 at a time, from a zero-padded copy, through scratch
             nv = -(-n // 16)
             xs = np.zeros(C * nv * 16, np.float32)
@@ -170,14 +191,15 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1):
 
 @njit(**_OPTS)
 def pw_claimed(gate, generation, polls, chunk, ntask, x, wp, y, bias, act, params, res, post,
-               pparams):
+               pparams, prefetch_next):
     """``pw_tasks`` as a gated kernel (``threads.parallel_tasks``)."""
     open_gate(gate)
     while True:
         t0 = claim(gate, generation, chunk, polls == 0)
         if t0 < 0:
             break
-        pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, min(ntask, t0 + chunk))
+        pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, min(ntask, t0 + chunk),
+                 prefetch_next)
     if polls > 0:
         helpers_back(gate, polls)
 
@@ -194,9 +216,10 @@ def run(wp: np.ndarray, x2: np.ndarray, y2: np.ndarray, bias: np.ndarray, act: i
     ntask = -(-P // NB)
     res = _NO_RES if res2 is None else res2
     pp = params if pparams is None else pparams
+    pf = PREFETCH
     threads.parallel_tasks(
-        lambda lo, hi: pw_tasks(x2, wp, y2, bias, act, params, res, post, pp, lo, hi),
+        lambda lo, hi: pw_tasks(x2, wp, y2, bias, act, params, res, post, pp, lo, hi, pf),
         lambda gate, gen, polls, chunk: pw_claimed(gate, gen, polls, chunk, ntask, x2, wp, y2,
-                                                   bias, act, params, res, post, pp),
+                                                   bias, act, params, res, post, pp, pf),
         ntask, grain=max(1, CHUNK_MACS // (NB * M * C)))
     return y2
