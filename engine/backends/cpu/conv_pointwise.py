@@ -47,8 +47,9 @@ CHUNK_MACS = 1_000_000
 #: and deeper ones, whose 48-pixel input runs no longer stay in the L1 cache)
 MAX_M = 64
 WIDE_M, WIDE_C = 256, 256
-#: each task's first tile asks for the next task's input (False: the hardware's prefetching
-#: only; tests and benchmarks)
+#: each task's first tile asks for the next task's input, and each tile for the residual
+#: rows the task's epilogue adds (False: the hardware's prefetching only; tests and
+#: benchmarks)
 PREFETCH = True
 #: use this kernel where ``wanted`` says so (False: sgemm; tests and benchmarks)
 ENABLED = True
@@ -152,7 +153,7 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1, prefetch_n
     it all."""
     C, P = x.shape
     M = y.shape[0]
-    xf, yf = x.reshape(-1), y.reshape(-1)
+    xf, yf, rf = x.reshape(-1), y.reshape(-1), res.reshape(-1)
     has_res = res.shape[0] > 0
     inline = not has_res and (act == ACT_NONE or act == ACT_RELU)
     b = bias if inline and bias.shape[0] > 0 else np.zeros(M, np.float32)
@@ -166,6 +167,12 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1, prefetch_n
             ahead = prefetch_next and t + 1 < t1
             for mt in range(M // MR):
                 m0 = mt * MR
+                if prefetch_next and has_res:  # the residual rows the epilogue reads next
+                    for i in range(m0 * P + p0, (m0 + MR) * P + p0, P):
+                        prefetch(rf, i)
+                        prefetch(rf, i + 16)
+                        prefetch(rf, i + 32)
+                        prefetch(rf, i + NB - 1)
                 _tile(xf, P, p0, wp, m0 * C, C, yf, P, m0 * P + p0, b, m0, floor,
                       ahead and mt == 0)
         else:  # the last pixels: 16 at a time, from a zero-padded copy, through scratch
