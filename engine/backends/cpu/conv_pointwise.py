@@ -24,6 +24,7 @@ from engine.backends.cpu.activation import ACT_NONE, ACT_RELU, bias_act_rows, bi
 from engine.backends.cpu.conv_depthwise import _OPTS
 from engine.backends.cpu.simd import (
     prefetch,
+    prefetchw,
     vbcast,
     vfma,
     vload,
@@ -47,9 +48,9 @@ CHUNK_MACS = 1_000_000
 #: and deeper ones, whose 48-pixel input runs no longer stay in the L1 cache)
 MAX_M = 64
 WIDE_M, WIDE_C = 256, 256
-#: each task's first tile asks for the next task's input, and each tile for the residual
-#: rows the task's epilogue adds (False: the hardware's prefetching only; tests and
-#: benchmarks)
+#: each task's first tile asks for the next task's input, and each tile for its output
+#: rows (to be written: ``prefetchw``) and the residual rows the task's epilogue adds
+#: (False: the hardware's prefetching only; tests and benchmarks)
 PREFETCH = True
 #: use this kernel where ``wanted`` says so (False: sgemm; tests and benchmarks)
 ENABLED = True
@@ -167,6 +168,12 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1, prefetch_n
             ahead = prefetch_next and t + 1 < t1
             for mt in range(M // MR):
                 m0 = mt * MR
+                if prefetch_next:  # this tile's output rows, about to be written
+                    for i in range(m0 * P + p0, (m0 + MR) * P + p0, P):
+                        prefetchw(yf, i)
+                        prefetchw(yf, i + 16)
+                        prefetchw(yf, i + 32)
+                        prefetchw(yf, i + NB - 1)
                 if prefetch_next and has_res:  # the residual rows the epilogue reads next
                     for i in range(m0 * P + p0, (m0 + MR) * P + p0, P):
                         prefetch(rf, i)

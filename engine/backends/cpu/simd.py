@@ -85,23 +85,30 @@ def vstore(typingctx, arr, i, v):
     return types.none(arr, i, v), codegen
 
 
-@intrinsic
-def prefetch(typingctx, arr, i):
-    """Ask for the cache line holding ``arr[i]`` ahead of its use (``prefetcht0``); no load
-    is made, and an address past the array is harmless (a hint never faults)."""
-    if not (_f32_vector(arr) and isinstance(i, types.Integer)):
-        return None
+def _prefetch(rw: int):
+    def hint(typingctx, arr, i):
+        if not (_f32_vector(arr) and isinstance(i, types.Integer)):
+            return None
 
-    def codegen(context, builder, sig, args):
-        p = builder.bitcast(_addr(context, builder, sig.args[0], args[0], args[1]),
-                            ir.IntType(8).as_pointer())
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
-        builder.call(fn, [p, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
+        def codegen(context, builder, sig, args):
+            p = builder.bitcast(_addr(context, builder, sig.args[0], args[0], args[1]),
+                                ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [ir.IntType(8).as_pointer(), i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+            builder.call(fn, [p, ir.Constant(i32, rw), ir.Constant(i32, 3),
+                              ir.Constant(i32, 1)])
+            return context.get_dummy_value()
 
-    return types.none(arr, i), codegen
+        return types.none(arr, i), codegen
+    return hint
+
+
+#: ``prefetch(arr, i)``: ask for the cache line holding ``arr[i]`` ahead of its use
+#: (``prefetcht0``); no load is made, and an address past the array is harmless (a hint
+#: never faults). ``prefetchw``: the same for a line about to be written (``prefetchw``)
+prefetch = intrinsic(_prefetch(0))
+prefetchw = intrinsic(_prefetch(1))
 
 
 @intrinsic
