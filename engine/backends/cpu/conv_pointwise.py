@@ -72,6 +72,24 @@ def pack(w2: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w2.reshape(M // MR, MR, C).transpose(0, 2, 1)).reshape(-1)
 
 
+@njit(inline="always")
+def _ask48(a, i):
+    """Prefetch the lines of ``a[i:i + 48]`` (four: the run may straddle one more)."""
+    prefetch(a, i)
+    prefetch(a, i + 16)
+    prefetch(a, i + 32)
+    prefetch(a, i + NB - 1)
+
+
+@njit(inline="always")
+def _ask48w(a, i):
+    """``_ask48`` for values about to be written."""
+    prefetchw(a, i)
+    prefetchw(a, i + 16)
+    prefetchw(a, i + 32)
+    prefetchw(a, i + NB - 1)
+
+
 @njit(**_OPTS)
 def _tile(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor, ahead):
     """y[o + i * ldy:][:48] = max(floor, bias[m0 + i] + sum over k of wp[wo + k * 8 + i] *
@@ -88,10 +106,7 @@ def _tile(x, ldx, q, wp, wo, C, y, ldy, o, bias, m0, floor, ahead):
     h0 = h1 = h2 = vsplat(bias[m0 + 7])
     for k in range(C):
         if ahead:
-            prefetch(x, q + NB)
-            prefetch(x, q + NB + 16)
-            prefetch(x, q + NB + 32)
-            prefetch(x, q + 2 * NB - 1)
+            _ask48(x, q + NB)
         x0, x1, x2 = vload(x, q), vload(x, q + 16), vload(x, q + 32)
         w = wo + k * MR
         v = vbcast(wp, w)
@@ -168,18 +183,12 @@ def pw_tasks(x, wp, y, bias, act, params, res, post, pparams, t0, t1, prefetch_n
             ahead = prefetch_next and t + 1 < t1
             for mt in range(M // MR):
                 m0 = mt * MR
-                if prefetch_next:  # this tile's output rows, about to be written
+                if prefetch_next:  # this tile's output rows (about to be written) and the
+                    # residual rows its epilogue reads next
                     for i in range(m0 * P + p0, (m0 + MR) * P + p0, P):
-                        prefetchw(yf, i)
-                        prefetchw(yf, i + 16)
-                        prefetchw(yf, i + 32)
-                        prefetchw(yf, i + NB - 1)
-                if prefetch_next and has_res:  # the residual rows the epilogue reads next
-                    for i in range(m0 * P + p0, (m0 + MR) * P + p0, P):
-                        prefetch(rf, i)
-                        prefetch(rf, i + 16)
-                        prefetch(rf, i + 32)
-                        prefetch(rf, i + NB - 1)
+                        _ask48w(yf, i)
+                        if has_res:
+                            _ask48(rf, i)
                 _tile(xf, P, p0, wp, m0 * C, C, yf, P, m0 * P + p0, b, m0, floor,
                       ahead and mt == 0)
         else:  # the last pixels: 16 at a time, from a zero-padded copy, through scratch
